@@ -139,22 +139,45 @@ async def _daemon(
         yield client
 
 
-def _serving_at(cfg: Config, path: Path) -> tuple[str, object] | None:
-    """``(socket, pid)`` of the daemon holding the config's lock when it listens on
-    another socket than ``path`` (started with another ``XDG_RUNTIME_DIR``, ``--socket``,
-    or before ``host.socket`` was edited); ``None`` when none does."""
-    from hostd._daemon_lock import config_holder  # a leaf: none of the daemon loads
-    from hostd.config import default_socket_path
+def _serving_at(cfg: Config, path: Path) -> tuple[str, object, str] | None:
+    """``(socket, pid, state_dir)`` of the daemon holding the config's lock when it
+    listens on another socket than ``path`` (started with another ``XDG_RUNTIME_DIR``,
+    ``--socket``, or before ``host.socket`` was edited), its lock wherever it started
+    (before an edit of ``host.state_dir`` too: ``serving_holder``); ``None`` when none
+    does."""
+    from hostd._daemon_lock import serving_holder  # a leaf: none of the daemon loads
+    from hostd.config import default_socket_path, default_state_dir
 
     try:
-        holder = config_holder(cfg.state_path, default_socket_path(cfg.file).name)
+        name = default_socket_path(cfg.file).name
+        holder = serving_holder(cfg.state_path, default_state_dir(), name)
     except OSError:
         return None
     other = holder.get("socket") if holder else None
     if not isinstance(other, str) or not other or other == str(path):
         return None
     assert holder is not None
-    return other, holder.get("pid")
+    return other, holder.get("pid"), str(holder.get("state_dir"))
+
+
+def _config_daemon(cfg: Config, socket: str | None, doing: str, then: str) -> str | None:
+    """The socket to ask: ``socket`` when named, else that of the daemon serving this
+    config wherever it listens (``_serving_at``), said on stderr with ``doing`` there
+    and ``then``; else None (the config's own)."""
+    if socket is not None:
+        return socket
+    serving = _serving_at(cfg, cfg.socket_path)
+    if serving is None:
+        return None
+    found, pid, state = serving
+    moved = ""
+    if os.path.realpath(state) != os.path.realpath(cfg.state_path):
+        moved = f", with its state in {state}, not in {cfg.state_path} (the config's state_dir)"
+    sys.stderr.write(
+        f"hostd: this config's daemon (pid {pid}) serves at {found}, not at "
+        f"{cfg.socket_path} (the socket the config names){moved}: {doing} there; {then}\n"
+    )
+    return found
 
 
 def _serving_elsewhere(cfg: Config, path: Path) -> str:
@@ -163,15 +186,20 @@ def _serving_elsewhere(cfg: Config, path: Path) -> str:
     serving = _serving_at(cfg, path)
     if serving is None:
         return ""
-    other, pid = serving
+    other, pid, _ = serving
     return (
         f"; but hostd (pid {pid}) serves this config at {other} "
         f"(started with another XDG_RUNTIME_DIR or --socket): `hostd status {other}`"
     )
 
 
+#: What ``status`` and ``reload`` add on finding the daemon at another socket.
+_RESTART_MOVES = "it listens at {} only once restarted (`hostd stop`, then `hostd serve`)"
+
+
 async def _status(cfg: Config, args: argparse.Namespace) -> int:
-    async with _daemon(cfg, args.socket, "none is running", args.token_file) as client:
+    asked = _config_daemon(cfg, args.socket, "asking it", _RESTART_MOVES.format(cfg.socket_path))
+    async with _daemon(cfg, asked, "none is running", args.token_file) as client:
         status = await client.call("host/status", {})
         providers = (await client.call("providers/list", {})).get("providers") or []
     reranker = status.get("reranker")  # none without a [reranker] (or from an older daemon)
@@ -179,8 +207,8 @@ async def _status(cfg: Config, args: argparse.Namespace) -> int:
     if isinstance(reranker, dict) and reranker_degraded(reranker):
         down = True
     code = EXIT_DEGRADED if down else EXIT_OK
-    tcp = tcp_address(args.socket) is not None  # another user's daemon, as a rule
-    socket = Path(args.socket) if args.socket else cfg.socket_path
+    tcp = tcp_address(asked) is not None  # another user's daemon, as a rule
+    socket = Path(asked) if asked else cfg.socket_path
     stale = None if tcp else stale_config(cfg, status, socket)
     # A daemon over TCP may be another user's, run from their own install: not compared.
     built = None if tcp else other_build(status, socket, build_version())
@@ -418,11 +446,13 @@ def reranker_state(r: dict[str, Any]) -> str:
 
 
 async def _stop(cfg: Config, args: argparse.Namespace) -> int:
-    async with _daemon(cfg, args.socket, "nothing to stop", args.token_file) as client:
+    then = f"`hostd serve` starts it at {cfg.socket_path}"
+    asked = _config_daemon(cfg, args.socket, "stopping it", then)
+    async with _daemon(cfg, asked, "nothing to stop", args.token_file) as client:
         status = await client.call("host/status", {})
         await client.call("host/shutdown", {})
     pid = int(status["pid"])
-    where = status.get("socket") or args.socket or cfg.socket_path
+    where = status.get("socket") or asked or cfg.socket_path
     with anyio.move_on_after(max(args.timeout, 0.0)):
         await _exited(pid)
         sys.stdout.write(f"stopped hostd (pid {pid}) at {where}\n")
@@ -434,20 +464,11 @@ async def _stop(cfg: Config, args: argparse.Namespace) -> int:
 
 
 async def _reload(cfg: Config, args: argparse.Namespace) -> int:
-    socket = args.socket
-    if socket is None:
-        # The daemon serving this config (it holds the config's lock), wherever it
-        # listens: after an edit of host.socket it is still at the old one, which it
-        # keeps until a restart (the reply names host.socket under needs-restart).
-        serving = _serving_at(cfg, cfg.socket_path)
-        if serving is not None:
-            socket, pid = serving
-            sys.stderr.write(
-                f"hostd: this config's daemon (pid {pid}) serves at {socket}, not at "
-                f"{cfg.socket_path} (the socket the config names): reloading it there; "
-                f"it listens at {cfg.socket_path} only once restarted (`hostd stop`, "
-                "then `hostd serve`)\n"
-            )
+    # The daemon serving this config (it holds the config's lock), wherever it
+    # listens: after an edit of host.socket it is still at the old one, which it
+    # keeps until a restart (the reply names host.socket under needs-restart).
+    then = _RESTART_MOVES.format(cfg.socket_path)
+    socket = _config_daemon(cfg, args.socket, "reloading it", then)
     async with _daemon(cfg, socket, "nothing to reload", args.token_file) as client:
         try:
             result = await client.call("host/reload", {})

@@ -7,7 +7,7 @@ so a method's types run straight from its params to the ``FanOut`` it composes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from hostd.protocol import (
@@ -45,6 +45,7 @@ class Engine(Protocol):
         overfetch: float = 1.0,
         on_progress: ProgressDone | None = None,
         ready_wait_ms: float | None = None,
+        on_fan_out: Callable[[list[str]], None] | None = None,
     ) -> FanOut:
         """One fan-out: plan, run, judge (see ``Host.query_all``)."""
         ...

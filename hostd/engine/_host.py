@@ -61,7 +61,7 @@ from ._pool import ProviderPool, Reconfigured, Slot
 from ._report import FanOut, LegReport, LegStatus
 from ._run import LegReply, restarting_message, run_fan_out
 from ._spec import ProviderSpec
-from ._write import choose_writer, declared_writers, write_one
+from ._write import choose_writer, declared_writers, retired_refusal, write_one
 from .consent import ConsentStore, consent_destination
 from .verify import StageResult, VerifyPlan, VerifyReply, VerifyStage
 
@@ -253,6 +253,7 @@ class Host:
         overfetch: float = 1.0,
         on_progress: ProgressDone | None = None,
         ready_wait_ms: float | None = None,
+        on_fan_out: Callable[[list[str]], None] | None = None,
     ) -> FanOut:
         """Fan ``query`` out to every (or the selected) provider and audit the replies.
 
@@ -264,7 +265,9 @@ class Host:
         provider that is not ready (starting, warming up) below its start deadline: one
         not ready by then is reported warming, and the others are not held up by it.
         ``on_progress(provider_id, progress)`` hears the selected providers' warm-up
-        progress while this fan-out runs.
+        progress while this fan-out runs. ``on_fan_out(ids)`` is told the providers it
+        asks, before any is: with none selected, the pool's set as it is now (a config
+        reload may have changed it since the caller began).
         """
         if self.pool.closing:
             raise ShuttingDown("host is shutting down")
@@ -273,6 +276,8 @@ class Host:
         # A provider named here that a reload removed since the caller chose it gets its
         # retired slot: that leg fails saying so, the others are asked.
         slots = self.pool.select(providers, retired=True)
+        if on_fan_out is not None:
+            on_fan_out([slot.spec.id for slot in slots])
         stage = self.verify_stage
         verify: VerifyPlan | None = None
         if stage is not None:
@@ -505,7 +510,12 @@ class Host:
             raise RuntimeError("Host used outside 'async with'")
         if provider is None:
             provider = choose_writer(await declared_writers(self.pool))
-        (slot,) = self.pool.select([provider])  # UnknownProvider when not configured
+        # One a reload removed since the request named it (or since it was chosen, above)
+        # gets its retired slot: refused in the reload's words, not as unknown.
+        (slot,) = self.pool.select([provider], retired=True)  # else UnknownProvider
+        reloaded = retired_refusal(slot)
+        if reloaded is not None:
+            raise reloaded
         return slot
 
     def _can_verify(self, provider_id: str) -> bool:

@@ -59,8 +59,8 @@ request that chose a provider before the reload removed it gets its retired slot
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from contextlib import AsyncExitStack, suppress
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AsyncExitStack, contextmanager, suppress
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -237,6 +237,8 @@ class Slot:
         "start_deadline",
         "starting",
         "untold",
+        "writes",
+        "writes_done",
     )
 
     def __init__(self, spec: ProviderSpec, policy: RestartPolicy | None = None) -> None:
@@ -278,6 +280,12 @@ class Slot:
         #: Taken out of the pool by a config reload (``ProviderPool.reconfigure``): never
         #: started again; a request planned before the reload fails its leg with this.
         self.retired: ProviderCrashed | None = None
+        #: Memory writes sent to it and not yet answered (``ProviderPool.writing``): a
+        #: reload that retires it lets them finish before it stops the process, so a
+        #: write sent is answered with what the provider did, never cut off midway.
+        self.writes = 0
+        #: Set once ``writes`` is back to 0, for the ``stop_retired`` waiting on it.
+        self.writes_done: anyio.Event | None = None
 
     @property
     def health(self) -> Health:
@@ -469,13 +477,33 @@ class ProviderPool:
         with anyio.CancelScope(shield=True):
             async with anyio.create_task_group() as tg:
                 for slot in retired:
-                    conn, slot.conn = slot.conn, None
-                    if conn is not None and not conn.closed:
-                        tg.start_soon(conn.aclose)
-                    if slot.health.state is ProviderState.READY:
-                        slot.health = replace(slot.health, state=ProviderState.STOPPED)
+                    tg.start_soon(self._stop_retired, slot)
             for slot in retired:
                 await self.launcher.forget(slot.spec.id)
+
+    async def _stop_retired(self, slot: Slot) -> None:
+        """Stop one retired slot's process once the writes sent to it are answered
+        (each bounded by its own deadline, ``write_one``)."""
+        if slot.writes:
+            slot.writes_done = done = anyio.Event()
+            await done.wait()
+        conn, slot.conn = slot.conn, None
+        if conn is not None and not conn.closed:
+            await conn.aclose()
+        if slot.health.state is ProviderState.READY:
+            slot.health = replace(slot.health, state=ProviderState.STOPPED)
+
+    @staticmethod
+    @contextmanager
+    def writing(slot: Slot) -> Iterator[None]:
+        """A memory write to ``slot`` under way: a reload's ``stop_retired`` waits for it."""
+        slot.writes += 1
+        try:
+            yield
+        finally:
+            slot.writes -= 1
+            if not slot.writes and slot.writes_done is not None:
+                slot.writes_done.set()
 
     def begin_start(self, slot: Slot) -> None:
         """Begin ``slot``'s start in the pool's task group, waited for by no one (a

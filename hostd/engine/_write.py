@@ -44,7 +44,13 @@ from ._gate import ConsentGate, destination_of, missing_consent
 from ._pool import ProviderPool, Slot
 from ._run import no_consent_message
 
-__all__ = ["WRITE_TIMEOUT_MS", "choose_writer", "refusal_words", "write_one"]
+__all__ = [
+    "WRITE_TIMEOUT_MS",
+    "choose_writer",
+    "refusal_words",
+    "retired_refusal",
+    "write_one",
+]
 
 log = get_logger("hostd.engine")
 
@@ -112,6 +118,18 @@ def refusal_words(provider_id: str, exc: ProviderError) -> WriteRefused:
     )
 
 
+def retired_refusal(slot: Slot) -> ProviderCrashed | None:
+    """What a write to ``slot`` is answered when a config reload took its provider out
+    before the write was sent (``Slot.retired``, in the words its query legs get), and
+    so nothing was written; None while it serves."""
+    if slot.retired is None:
+        return None
+    why = slot.retired.message.removeprefix("provider ")
+    return ProviderCrashed(
+        f"provider {slot.spec.id!r} {why}; nothing was written", provider=slot.spec.id
+    )
+
+
 async def declared_writers(pool: ProviderPool) -> dict[str, bool | None]:
     """Whether each configured provider declares ``capabilities.remember``: from its
     last handshake, else started now (as a query leg starts it) to learn it; ``None``
@@ -152,6 +170,9 @@ async def write_one(
         conn = await pool.ready(slot)
     if conn is None:
         raise ProviderTimeout(f"provider {pid!r} not started within {limit * 1000:.0f} ms")
+    reloaded = retired_refusal(slot)
+    if reloaded is not None:  # a reload took it out while this write waited: unsent
+        raise reloaded
     caps, info = conn.capabilities, conn.info
     assert caps is not None and info is not None  # a live connection has been handshaken
     if caps.remember is None:
@@ -176,7 +197,10 @@ async def write_one(
     bound = timeout_ms if timeout_ms is not None else max(slot.spec.timeout_ms, WRITE_TIMEOUT_MS)
     deadline = now() + bound / 1000
     try:
-        return await send(conn, deadline)
+        # Sent: a reload that retires the provider now waits for its answer (no await
+        # since the check above, so none retired it in between unseen).
+        with pool.writing(slot):
+            return await send(conn, deadline)
     except TimeoutError:
         log.warning("provider.write.timeout", provider=pid, method=method, limit_ms=bound)
         raise ProviderTimeout(

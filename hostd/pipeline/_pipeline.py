@@ -453,6 +453,8 @@ class Pipeline:
             on_leg_done=notes.leg_done if notes is not None else None,
             overfetch=overfetch,
             on_progress=notes.warming if notes is not None else None,
+            # The set it runs, which a reload since ``chosen`` may have changed.
+            on_fan_out=notes.fan_out if notes is not None else None,
         )
 
 
@@ -472,6 +474,11 @@ class _Notes:
         self._total = total
         self._done = 0
         self._ended: set[str] = set()
+
+    def fan_out(self, ids: list[str]) -> None:
+        """The providers the fan-out asks (``Host.query_all``, before any note): the
+        total, where it differs from those the request chose (a reload since)."""
+        self._total = len(ids)
 
     async def _send(self, note: dict[str, Any]) -> None:
         out = self._progress(note)

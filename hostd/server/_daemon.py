@@ -38,7 +38,13 @@ import anyio
 from anyio.abc import SocketListener, SocketStream
 
 from hostd._build import build_version
-from hostd.config import Config, default_socket_path, load_config, open_secret_files
+from hostd.config import (
+    Config,
+    default_socket_path,
+    default_state_dir,
+    load_config,
+    open_secret_files,
+)
 from hostd.errors import ConfigError, ListenerError, ShuttingDown
 from hostd.logs import flush_logs, get_logger, set_audit
 from hostd.pipeline import Pipeline
@@ -522,6 +528,7 @@ class Daemon:
                     default_socket_path(cfg.file).name,
                     record,
                     cfg.source,
+                    default_state_dir(),  # where the config's commands look after an edit
                 )
                 listener, stale = await open_unix_listener(self.socket_path)
                 if previous or stale:  # the last daemon was killed, or its machine stopped

@@ -29,7 +29,7 @@ import anyio
 from anyio.abc import SocketListener, SocketStream
 from anyio.streams.stapled import MultiListener
 
-from hostd._daemon_lock import config_holder, lock_path, read_record
+from hostd._daemon_lock import config_holder, lock_path, note_state_dir, read_record
 from hostd._state_tag import write_state_tag
 from hostd.errors import ConfigError, ListenerError
 from hostd.protocol import is_loopback_host
@@ -241,7 +241,11 @@ def socket_owner_lost(path: Path, identity: tuple[int, int]) -> str | None:
 
 
 def claim_config(
-    state_dir: Path, socket_name: str, record: dict[str, object], source: str = "<config>"
+    state_dir: Path,
+    socket_name: str,
+    record: dict[str, object],
+    source: str = "<config>",
+    home: Path | None = None,
 ) -> tuple[int, dict[str, object]]:
     """Hold the config's daemon lock (``state_dir/daemons/<its socket's stem>.lock``, an
     ``flock`` the kernel drops when the process ends, however it ends) and write
@@ -251,7 +255,9 @@ def claim_config(
     another daemon holds it: two daemons of one config would share its state and its
     memories (a second one started with another ``XDG_RUNTIME_DIR``, so another socket,
     is how that happens). ``ConfigError`` (``unwritable_state``) when the lock cannot be
-    written."""
+    written. With ``home`` (the per-user state directory), a note there names
+    ``state_dir``, so the config's commands find this daemon after an edit of
+    ``host.state_dir`` (``serving_holder``)."""
     path = lock_path(state_dir, socket_name)
     try:
         _make_private(path.parent)
@@ -275,6 +281,8 @@ def claim_config(
     previous = read_record(fd)
     os.ftruncate(fd, 0)
     os.pwrite(fd, json.dumps(record).encode(), 0)
+    if home is not None:
+        note_state_dir(home, socket_name, state_dir)
     return fd, previous
 
 

@@ -393,3 +393,231 @@ async def test_hostd_reload_after_a_socket_edit_reaches_the_daemon_at_its_old_so
     assert sorted(await _rows(daemon)) == ["alpha", "beta"]  # the daemon at the old socket
     assert not moved.exists()
     assert await daemon.stop() == 0
+
+
+async def _hostd(*args: str) -> Any:
+    return await anyio.to_thread.run_sync(lambda: run_hostd(*args))
+
+
+async def test_hostd_status_and_stop_after_a_socket_edit_reach_the_daemon_at_its_old_socket(
+    start_daemon: Any, workdir: Any, marker: str
+) -> None:
+    daemon = await start_daemon(providers={"alpha": {}})
+    old = str(workdir / "run" / "hostd.sock")
+    moved = workdir / "run" / "moved.sock"
+    text = write_config(workdir, marker, {"alpha": {}})
+    daemon.config.write_text(text.replace(old, str(moved)), encoding="utf-8")
+    assert (await _hostd("--config", str(daemon.config), "reload")).returncode == 0
+
+    status = await _hostd("--config", str(daemon.config), "status")
+
+    assert status.returncode == 0, status.stderr
+    assert f"socket: {old}" in status.stdout.splitlines(), status.stdout
+    assert f"serves at {old}, not at {moved} (the socket the config names)" in status.stderr
+    assert "needs-restart: host.socket (" in status.stdout
+
+    stop = await _hostd("--config", str(daemon.config), "stop")
+
+    assert stop.returncode == 0, stop.stderr
+    assert stop.stdout == f"stopped hostd (pid {daemon.process.pid}) at {old}\n"
+    assert f"serves at {old}, not at {moved} (the socket the config names)" in stop.stderr
+    assert await daemon.wait() == 0
+    assert not moved.exists()
+
+
+async def test_hostd_reload_status_and_stop_after_a_state_dir_edit_find_the_daemon(
+    start_daemon: Any, workdir: Any, marker: str
+) -> None:
+    """The daemon's lock stays in the state directory it started with; a record in the
+    per-user state directory says which one, so the edited config still finds it."""
+    daemon = await start_daemon(providers={"alpha": {}})
+    old, moved = str(workdir / "run" / "hostd.sock"), workdir / "run" / "moved.sock"
+    state, elsewhere = str(workdir / "state"), workdir / "state2"
+    text = write_config(workdir, marker, {"alpha": {}, "beta": {}})
+    text = text.replace(old, str(moved)).replace(state, str(elsewhere))
+    daemon.config.write_text(text, encoding="utf-8")
+
+    reload = await _hostd("--config", str(daemon.config), "reload")
+
+    assert reload.returncode == 0, reload.stderr
+    assert f"serves at {old}, not at {moved} (the socket the config names)" in reload.stderr
+    assert f"with its state in {state}, not in {elsewhere} (the config's" in reload.stderr
+    lines = reload.stdout.splitlines()
+    assert "started: beta" in lines, lines
+    assert any(line.startswith("needs-restart: host.state_dir (") for line in lines), lines
+
+    status = await _hostd("--config", str(daemon.config), "status")
+    assert status.returncode == 0, status.stderr
+    assert f"socket: {old}" in status.stdout.splitlines(), status.stdout
+
+    stop = await _hostd("--config", str(daemon.config), "stop")
+    assert stop.returncode == 0, stop.stderr
+    assert stop.stdout == f"stopped hostd (pid {daemon.process.pid}) at {old}\n"
+    assert await daemon.wait() == 0
+
+
+def _memory_config(path: Path, providers: list[str]) -> Path:
+    """A config file for an in-process daemon: ``providers.memory`` as each provider,
+    each with its own database beside the file."""
+    env = "{ " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in marked_env().items()) + " }"
+    lines = ["[host]", f'state_dir = "{path.parent / "state"}"']
+    for pid in providers:
+        command = python("providers.memory", "--db", str(path.parent / f"{pid}.db"))
+        lines += ["", "[[provider]]", f'id = "{pid}"', f"command = {json.dumps(command)}"]
+        lines += ["timeout_ms = 60000", f'cwd = "{ROOT}"', f"env = {env}"]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("method", ["memory/remember", "memory/forget"])
+async def test_a_write_to_a_provider_removed_while_it_was_held_is_refused_and_not_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, method: str
+) -> None:
+    # The write has its provider's connection in hand; the reload removes the provider
+    # before a byte is sent: the write is answered with the reload's words, typed, and
+    # the provider never stores it.
+    from hostd.engine import _pool
+
+    path = _memory_config(tmp_path / "hostd.toml", ["notes", "scratch"])
+    ready = _pool.ProviderPool.ready
+    held, go = anyio.Event(), anyio.Event()
+
+    async def hold(self: Any, slot: Any, deadline: float | None = None) -> Any:
+        conn = await ready(self, slot, deadline)
+        if slot.spec.id == "scratch" and not held.is_set():
+            held.set()
+            await go.wait()
+        return conn
+
+    params: dict[str, Any] = {"provider": "scratch"}
+    if method == "memory/remember":
+        params |= {"kind": "fact", "title": "t", "content": "Deploys happen on Tuesdays."}
+    else:
+        params |= {"id": "mem-1"}
+    daemon = Daemon(load_config(path))
+    caught: list[RpcError] = []
+    with anyio.fail_after(120):  # a hang guard
+        async with daemon.local() as session:
+            # One entry there already: a forget that reached it would remove it.
+            await session.call(
+                "memory/remember",
+                {"provider": "scratch", "kind": "fact", "title": "a", "content": "b"},
+            )
+            monkeypatch.setattr(_pool.ProviderPool, "ready", hold)
+
+            async def write() -> None:
+                with pytest.raises(RpcError) as refused:
+                    await session.call(method, params)
+                caught.append(refused.value)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(write)
+                await held.wait()
+                _memory_config(path, ["notes"])
+                result = await daemon.reload("test")
+                go.set()
+            assert result["stopped"] == ["scratch"]
+    (error,) = caught
+    assert error.remote_reason == "crashed", error
+    assert error.message == (
+        "provider 'scratch' stopped by a config reload: removed from the config; "
+        "nothing was written"
+    )
+    from providers.memory import MemoryStore
+
+    with MemoryStore(tmp_path / "scratch.db") as store:
+        assert [e.frame_id for e in store.list(include_all=True)] == ["mem-1"]
+
+
+async def test_a_write_sent_when_a_reload_removes_its_provider_is_answered_and_stored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The write is on its way to the provider when the reload retires it: the process
+    # is stopped only once the write is answered, so it is stored whole and said so.
+    from hostd.engine import _pool
+    from hostd.transport.process import _connection
+    from providers.memory import MemoryStore
+
+    path = _memory_config(tmp_path / "hostd.toml", ["notes", "scratch"])
+    remember, stop_retired = (
+        _connection.ProviderConnection.remember,
+        _pool.ProviderPool.stop_retired,
+    )
+    sending, stopping, go = anyio.Event(), anyio.Event(), anyio.Event()
+
+    async def held_remember(self: Any, request: Any, *, deadline: float | None = None) -> Any:
+        sending.set()
+        await go.wait()
+        return await remember(self, request, deadline=deadline)
+
+    async def seen_stop(self: Any, retired: Any) -> None:
+        stopping.set()
+        await stop_retired(self, retired)
+
+    monkeypatch.setattr(_connection.ProviderConnection, "remember", held_remember)
+    monkeypatch.setattr(_pool.ProviderPool, "stop_retired", seen_stop)
+    daemon = Daemon(load_config(path))
+    replies: list[dict[str, Any]] = []
+    params = {"provider": "scratch", "kind": "fact", "title": "t", "content": "c"}
+    with anyio.fail_after(120):  # a hang guard
+        async with daemon.local() as session:
+
+            async def write() -> None:
+                replies.append(await session.call("memory/remember", params))
+
+            async def reload() -> None:
+                replies.append(await daemon.reload("test"))
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(write)
+                await sending.wait()
+                _memory_config(path, ["notes"])
+                tg.start_soon(reload)
+                await stopping.wait()  # the provider is retired, its stop begun
+                go.set()
+    written, reloaded = replies
+    assert reloaded["stopped"] == ["scratch"]
+    assert (written["provider"], written["id"]) == ("scratch", "mem-1")
+    with MemoryStore(tmp_path / "scratch.db") as store:
+        assert [e.frame_id for e in store.list(include_all=True)] == ["mem-1"]
+
+
+async def test_progress_counts_the_providers_a_request_naming_none_asks_after_a_reload(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The request began under the old config (alpha, beta, gamma) and fans out after
+    # the reload left only alpha: its notes count the one leg it runs, not three.
+    counting, go = threading.Event(), threading.Event()
+    admit = compose.admit_request
+
+    def held(*args: Any, **kwargs: Any) -> Any:
+        counting.set()
+        go.wait(120)  # a hang guard: the test sets it
+        return admit(*args, **kwargs)
+
+    monkeypatch.setattr(compose, "admit_request", held)
+    tokenizer = minilm_tokenizer_path()
+    path = _local_config(tmp_path / "hostd.toml", ["alpha", "beta", "gamma"], tokenizer)
+    daemon = Daemon(load_config(path))
+    replies: list[dict[str, Any]] = []
+    notes: list[dict[str, Any]] = []
+    with anyio.fail_after(120):  # a hang guard
+        async with daemon.local() as session:
+
+            async def ask() -> None:
+                params = {"goal": "g", "floors": [], "progress_token": "p"}
+                replies.append(
+                    await session.call("context/compose", params, on_progress=notes.append)
+                )
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(ask)
+                await anyio.to_thread.run_sync(counting.wait)
+                _local_config(path, ["alpha"], tokenizer)
+                await daemon.reload("test")
+                go.set()
+    (reply,) = replies
+    assert [p["provider_id"] for p in reply["providers"]] == ["alpha"]
+    legs = [n for n in notes if "done" in n]
+    assert [(n["provider"], n["done"], n["total"]) for n in legs] == [("alpha", 1, 1)], notes
+    assert {n["total"] for n in notes} == {1}, notes
