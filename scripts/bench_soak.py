@@ -464,6 +464,10 @@ def summary(samples: list[dict[str, Any]], warmup: int) -> dict[str, Any]:
     return out
 
 
+def _terminated(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--compositions", type=int, default=5000)
@@ -483,19 +487,23 @@ def main() -> None:
         help="run the daemon under tracemalloc (FRAMES a traceback) and report what grew",
     )
     args = parser.parse_args()
+    # A SIGTERM (a job runner's stop, `kill`) ends the run as Ctrl-C does: through the
+    # ``finally`` below, which stops the daemon and its providers and removes the files.
+    signal.signal(signal.SIGTERM, _terminated)
     workdir = Path(tempfile.mkdtemp(prefix="hsoak-"))
-    db = workdir / "memory.db"
-    _seed_memory(db, args.memory_entries)
-    config = _config(workdir, db, args.log_level)
-    trace_dir = None if args.trace is None else workdir / "trace"
-    if trace_dir is None:
-        daemon, socket = _start(config)
-    else:
-        daemon, socket = _start_traced(config, trace_dir, args.trace)
-    t0 = time.monotonic()
-    soak = Soak(args, socket, daemon.pid, trace_dir)
+    daemon = None
     trace = None
     try:
+        db = workdir / "memory.db"
+        _seed_memory(db, args.memory_entries)
+        config = _config(workdir, db, args.log_level)
+        trace_dir = None if args.trace is None else workdir / "trace"
+        if trace_dir is None:
+            daemon, socket = _start(config)
+        else:
+            daemon, socket = _start_traced(config, trace_dir, args.trace)
+        t0 = time.monotonic()
+        soak = Soak(args, socket, daemon.pid, trace_dir)
         anyio.run(soak.run, backend="asyncio")
         log_bytes = (workdir / "hostd.log").stat().st_size
         if trace_dir is not None:
@@ -503,7 +511,8 @@ def main() -> None:
             first = next((i for i, c in enumerate(counts) if c >= args.warmup), 0)
             trace = _grown(trace_dir, first, len(counts) - 1)
     finally:
-        code = _stop(daemon)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the stop below is not cut short
+        code = _stop(daemon) if daemon is not None else None
         shutil.rmtree(workdir, ignore_errors=True)
     out = {
         "checkout": str(ROOT),

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -335,3 +337,61 @@ def test_bench_mcp_cold_connected_to_one_daemon() -> None:
     assert out["mode"] == "connect"
     assert [len(runs) for runs in out["runs"].values()] == [1, 1]
     assert set(out["ratio"]) == {"initialize_ms", "first_compose_ms"}
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every live process below ``pid`` (``/proc``'s children lists, recursively)."""
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        for task in Path(f"/proc/{parent}/task").glob("*"):
+            try:
+                kids = (task / "children").read_text().split()
+            except OSError:  # the task ended as we read
+                continue
+            for kid in map(int, kids):
+                if kid not in found:
+                    found.add(kid)
+                    todo.append(kid)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"  # a zombie has ended: only its parent's wait is owed
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads /proc")
+@pytest.mark.timeout(300)
+def test_bench_soak_stopped_by_sigterm_leaves_no_process(tmp_path: Path) -> None:
+    """A soak stopped with SIGTERM stops the daemon and providers it started."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    args = ["--compositions", "1000000", "--warmup", "1", "--memory-entries", "10"]
+    with (tmp_path / "stderr").open("wb") as err:
+        soak = subprocess.Popen(
+            [sys.executable, str(ROOT / "scripts" / "bench_soak.py"), *args],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+    try:
+        started: set[int] = set()
+        # The daemon and both providers (each under its reaper shim) are running.
+        while len(started) < 5 and soak.poll() is None:
+            time.sleep(0.05)  # a wait for processes to appear, not a measure of time
+            started = _descendants(soak.pid)
+        assert soak.poll() is None, (tmp_path / "stderr").read_text()[-3000:]
+        soak.send_signal(signal.SIGTERM)
+        code = soak.wait(120)
+    finally:
+        if soak.poll() is None:
+            soak.kill()
+            soak.wait()
+    assert code == 128 + signal.SIGTERM, (tmp_path / "stderr").read_text()[-3000:]
+    left = {pid for pid in started if _alive(pid)}
+    assert not left, f"still running after the soak's exit: {sorted(left)}"
