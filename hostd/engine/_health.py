@@ -62,6 +62,7 @@ __all__ = [
     "awaits_start",
     "backoff_delay",
     "bounded_error",
+    "failure_text",
     "check_delay",
     "check_due",
     "cool_down_s",
@@ -139,6 +140,14 @@ def bounded_error(error: str) -> str:
     if len(error) <= MAX_ERROR_CHARS:
         return error
     return error[: MAX_ERROR_CHARS - 1] + "…"
+
+
+def failure_text(reason: str, message: str) -> str:
+    """A failure as its health's ``last_failure`` says it: ``reason: message``, the reason
+    said once, so a message that begins with the reason's own word (``certificate not
+    trusted …``) reads ``certificate: not trusted …``, as ``crashed: provider process
+    ended`` does."""
+    return f"{reason}: {message.removeprefix(f'{reason} ')}"
 
 
 def _bounded_tail(tail: str | None) -> str | None:
