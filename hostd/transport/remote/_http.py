@@ -118,7 +118,9 @@ class RemoteEndpoint:
     """One remote provider's URL, credential and pooled HTTP client. ``aclose()`` once.
 
     ``wire``: the peer speaks no CGP binding but this (a rerank server:
-    ``rerank-http:cohere``); it is reached by ``post`` only and the log names it."""
+    ``rerank-http:cohere``); it is reached by ``post`` only and the log names it.
+    ``section``: what its TLS keys are named after in its errors (``[reranker] ``), when
+    they are not in a provider's own section."""
 
     def __init__(
         self,
@@ -134,6 +136,7 @@ class RemoteEndpoint:
         max_body_bytes: int = DEFAULT_MAX_LINE_BYTES,
         max_connections: int = DEFAULT_REMOTE_CONNECTIONS,
         user_agent: str = "hostd",
+        section: str = "",
     ) -> None:
         problem = remote_url_problem(url)
         if problem is not None:  # C7, before a client (or a DNS lookup) exists
@@ -170,6 +173,7 @@ class RemoteEndpoint:
             client_cert=client_cert,
             client_key=client_key,
             max_connections=max_connections,
+            section=section,
         )
         self._headers = self.client.headers(self._base_headers)
         self.exchanges = 0

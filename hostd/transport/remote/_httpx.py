@@ -40,10 +40,14 @@ X = TypeVar("X", bound=BaseException)
 
 
 def _tls_context(
-    ca_file: str | Path | None, client_cert: str | Path | None, client_key: str | Path | None
+    ca_file: str | Path | None,
+    client_cert: str | Path | None,
+    client_key: str | Path | None,
+    section: str = "",
 ) -> ssl.SSLContext:
     """Verification always on (C7); ``ca_file`` replaces the system's CAs, it never adds
-    a way around them. ``client_cert``/``client_key``: mutual TLS.
+    a way around them. ``client_cert``/``client_key``: mutual TLS. ``section``: what the
+    keys are named after (``[reranker] ``), when not a provider's own section.
 
     A file that cannot be loaded (missing, unreadable, holding no certificate) is
     ``RemoteCertificate`` naming the key, the file and the problem: a config error no
@@ -52,14 +56,14 @@ def _tls_context(
     try:
         ctx = ssl.create_default_context(cafile=str(ca_file) if ca_file is not None else None)
     except (OSError, ssl.SSLError) as exc:
-        raise RemoteCertificate(_tls_file_text(f"ca_file {ca_file}", exc)) from exc
+        raise RemoteCertificate(_tls_file_text(f"{section}ca_file {ca_file}", exc)) from exc
     if client_cert is not None:
         try:
             ctx.load_cert_chain(str(client_cert), str(client_key) if client_key else None)
         except (OSError, ssl.SSLError) as exc:
-            files = f"client_cert {client_cert}"
+            files = f"{section}client_cert {client_cert}"
             if client_key:
-                files += f" (client_key {client_key})"
+                files += f" ({section}client_key {client_key})"
             raise RemoteCertificate(_tls_file_text(files, exc)) from exc
     return ctx
 
@@ -89,15 +93,21 @@ def _verify_failure(exc: BaseException) -> ssl.SSLCertVerificationError | None:
     return _chained(exc, ssl.SSLCertVerificationError)
 
 
-def _certificate_text(failure: ssl.SSLCertVerificationError, ca_file: str | Path | None) -> str:
+def _certificate_text(
+    failure: ssl.SSLCertVerificationError, ca_file: str | Path | None, section: str = ""
+) -> str:
     """The server's certificate failed verification: why (OpenSSL's reason, which names
-    nothing the peer wrote), and the config key that cures it when one does."""
+    nothing the peer wrote), and the config key that cures it when one does (named after
+    ``section``, ``[reranker] ``, when it is not a provider's own)."""
     reason = (failure.verify_message or failure.reason or "verify failed")[:_MAX_REASON]
     why = f"({reason}; CERTIFICATE_VERIFY_FAILED)"
     if failure.verify_code in _UNKNOWN_ISSUER:
         if ca_file is None:
-            return f"certificate not trusted {why}: set ca_file to the CA that signed it"
-        return f"certificate not trusted {why}: the CA that signed it is not in ca_file {ca_file}"
+            return f"certificate not trusted {why}: set {section}ca_file to the CA that signed it"
+        return (
+            f"certificate not trusted {why}: the CA that signed it is not in "
+            f"{section}ca_file {ca_file}"
+        )
     if failure.verify_code in _OTHER_HOST:
         return f"certificate rejected {why}: it does not name the url's host"
     return f"certificate rejected {why}"
@@ -120,7 +130,9 @@ def _unanswered(exc: httpx.HTTPError) -> bool:
     return isinstance(exc, httpx.ReadError | httpx.WriteError)
 
 
-def _transport_error(exc: httpx.HTTPError, ca_file: str | Path | None) -> RemoteTransport:
+def _transport_error(
+    exc: httpx.HTTPError, ca_file: str | Path | None, section: str = ""
+) -> RemoteTransport:
     name = type(exc).__name__
     if isinstance(exc, httpx.ProtocolError | httpx.DecodingError):
         # h11 and the decoders quote what the peer sent (a header name, a status line):
@@ -130,7 +142,7 @@ def _transport_error(exc: httpx.HTTPError, ca_file: str | Path | None) -> Remote
     # chained under httpx's and httpcore's), never by its words.
     failure = _verify_failure(exc)
     if failure is not None:
-        return RemoteCertificate(_certificate_text(failure, ca_file))
+        return RemoteCertificate(_certificate_text(failure, ca_file, section))
     if isinstance(exc, httpx.ConnectError):
         said = _connect_text(exc)
         if said is not None:
@@ -193,11 +205,15 @@ class HttpPool:
         client_cert: str | Path | None,
         client_key: str | Path | None,
         max_connections: int,
+        section: str = "",
     ) -> None:
         # Parsed once: a request is built from the URL and headers directly (no cookies,
         # no merging with client defaults), about a quarter of what build_request costs.
         self.url = httpx.URL(url)
         self.ca_file = ca_file
+        #: What its TLS keys are named after in what it says (``[reranker] ``), when they
+        #: are not in a provider's own section.
+        self.section = section
         self._tls_files = (ca_file, client_cert, client_key)
         self._max_connections = max_connections
         #: The last request met a certificate that failed verification: the next one
@@ -209,7 +225,7 @@ class HttpPool:
         """A client with the TLS files as they are now (verification always on, C7)."""
         verify: ssl.SSLContext | bool = True
         if self.url.scheme == "https":
-            verify = _tls_context(*self._tls_files)
+            verify = _tls_context(*self._tls_files, self.section)
         max_connections = self._max_connections
         return httpx.AsyncClient(
             verify=verify,
@@ -236,7 +252,7 @@ class HttpPool:
             await old.aclose()
 
     def _error(self, exc: httpx.HTTPError) -> RemoteTransport:
-        error = _transport_error(exc, self.ca_file)
+        error = _transport_error(exc, self.ca_file, self.section)
         if isinstance(error, RemoteCertificate):
             self._trust_failed = True
         return error
@@ -303,7 +319,7 @@ class HttpPool:
                     raise RemoteWire(f"response body over {limit} bytes")
                 chunks.append(chunk)
         except httpx.HTTPError as exc:
-            raise _transport_error(exc, self.ca_file) from exc
+            raise _transport_error(exc, self.ca_file, self.section) from exc
         return b"".join(chunks)
 
     async def aclose(self) -> None:
