@@ -40,7 +40,9 @@ same ``Health`` and is judged by ``decide_ask``: after ``CoolDownPolicy.after``
 failures in a row it is not asked for a cool-down that doubles with each failed try
 (``record_down``), then asked once; a verdict forgets its failures (``record_answer``),
 unless its ask was sent before the latest-sent one that failed: asks are news in the
-order they were sent, not in the order their answers come.
+order they were sent, not in the order their answers come. One whose certificate failed
+verification (``record_down``'s ``untrusted``) no ask cures: it is left alone at once,
+for the longest cool-down, which does not grow (``ask_cool_down_s``).
 """
 
 from __future__ import annotations
@@ -61,7 +63,9 @@ __all__ = [
     "StartDecision",
     "awaits_start",
     "backoff_delay",
+    "ask_cool_down_s",
     "bounded_error",
+    "failure_text",
     "check_delay",
     "check_due",
     "cool_down_s",
@@ -139,6 +143,14 @@ def bounded_error(error: str) -> str:
     if len(error) <= MAX_ERROR_CHARS:
         return error
     return error[: MAX_ERROR_CHARS - 1] + "…"
+
+
+def failure_text(reason: str, message: str) -> str:
+    """A failure as its health's ``last_failure`` says it: ``reason: message``, the reason
+    said once, so a message that begins with the reason's own word (``certificate not
+    trusted …``) reads ``certificate: not trusted …``, as ``crashed: provider process
+    ended`` does."""
+    return f"{reason}: {message.removeprefix(f'{reason} ')}"
 
 
 def _bounded_tail(tail: str | None) -> str | None:
@@ -767,6 +779,18 @@ def cool_down_s(consecutive_failures: int, policy: CoolDownPolicy) -> float:
     return min(policy.base_s * 2.0 ** min(past, _MAX_DOUBLINGS), policy.max_s)
 
 
+def ask_cool_down_s(health: Health, policy: CoolDownPolicy) -> float:
+    """Seconds a peer is not asked after its last failure: ``cool_down_s`` of its failures
+    in a row, or, when its certificate failed verification (``record_down``'s
+    ``untrusted``), ``max_s`` from the first failure on (unless the cool-down is off): no
+    ask cures it until the user fixes ``ca_file`` or the server's certificate is renewed,
+    so it is tried once per longest cool-down, which does not grow, as a remote
+    provider's certificate is checked once per cool-down (``record_untrusted``)."""
+    if health.untrusted and policy.after > 0 and health.consecutive_failures > 0:
+        return policy.max_s
+    return cool_down_s(health.consecutive_failures, policy)
+
+
 def decide_ask(
     health: Health, *, now: float, policy: CoolDownPolicy, probing: bool = False
 ) -> StartDecision:
@@ -774,8 +798,9 @@ def decide_ask(
     in a row than ``after``), ``START`` (its cool-down has passed: ask it once, a try,
     ``record_retry``) or ``GIVE_UP`` (skip it; ``delay_s`` until it may be asked again,
     0 when a try is already out, ``probing``: one at a time, so a peer that hangs
-    costs one request its deadline per cool-down, not every request that came)."""
-    delay = cool_down_s(health.consecutive_failures, policy)
+    costs one request its deadline per cool-down, not every request that came; a
+    certificate that failed verification: ``ask_cool_down_s``)."""
+    delay = ask_cool_down_s(health, policy)
     if delay <= 0 or health.failed_at is None:
         return StartDecision(StartAction.USE)
     due = health.failed_at + delay
@@ -797,10 +822,12 @@ def record_answer(
     (``Health.down_ask``) is older news than that failure: it is counted, yet the state
     and the failures stand (a server stopped while it finished the asks it had in hand
     answers them after later asks found it gone; only an ask sent after says it is back).
-    ``None``: the answer is the latest news."""
+    ``None``: the answer is the latest news. An answer is news of a TLS handshake that
+    passed: a certificate that failed verification (``untrusted``) is trusted now."""
     if ask is not None and ask < health.down_ask:
         return record_leg(health, status, error=error)
-    return record_leg(replace(health, state=ProviderState.READY), status, error=error)
+    answered = replace(health, state=ProviderState.READY, untrusted=False)
+    return record_leg(answered, status, error=error)
 
 
 def record_down(
@@ -811,17 +838,21 @@ def record_down(
     error: str,
     policy: CoolDownPolicy,
     ask: int | None = None,
+    untrusted: bool = False,
 ) -> Health:
     """The peer gave no answer: ``timeout``, ``crashed`` (no connection, TLS refused),
     or ``error`` (it is failing: a 5xx, a 429). One more failure in a row, counted from
     ``now``; state ``failed`` while that earns a cool-down, else ``crashed``. ``ask``:
     the failed ask's place in send order (``Health.down_ask``: answers to asks sent
-    before it do not clear this failure)."""
+    before it do not clear this failure). ``untrusted``: its certificate failed
+    verification, or the TLS files could not be loaded: it cools down at once, for the
+    longest cool-down (``ask_cool_down_s``)."""
     counted = record_leg(health, status, error=error)
     n = counted.consecutive_failures + 1
-    cooling = cool_down_s(n, policy) > 0
+    downed = replace(counted, consecutive_failures=n, untrusted=untrusted)
+    cooling = ask_cool_down_s(downed, policy) > 0
     return replace(
-        counted,
+        downed,
         state=ProviderState.FAILED if cooling else ProviderState.CRASHED,
         consecutive_failures=n,
         failed_at=now,

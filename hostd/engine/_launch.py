@@ -161,9 +161,12 @@ class Launcher:
             alone = f"then `{check}` tries it alone"
             raise ProviderCrashed(f"{exc.message}; {alone}", **exc.data) from exc
 
-    def endpoint(self, spec: ProviderSpec, *, wire: str | None = None) -> RemoteEndpoint:
+    def endpoint(
+        self, spec: ProviderSpec, *, wire: str | None = None, section: str = ""
+    ) -> RemoteEndpoint:
         """The remote provider's endpoint, made once (C7 is checked before it exists).
-        ``wire``: what the peer speaks when it is on no CGP binding (a rerank server)."""
+        ``wire``: what the peer speaks when it is on no CGP binding (a rerank server);
+        ``section``: what its TLS keys are named after (``[reranker] ``), when not its own."""
         endpoint = self._remotes.get(spec.id)
         if endpoint is None:
             assert spec.url is not None
@@ -180,6 +183,7 @@ class Launcher:
                 max_body_bytes=self.settings.max_line_bytes,
                 max_connections=spec.max_connections,
                 user_agent=f"{self.host_info.name}/{self.host_info.version}",
+                section=section,
             )
         return endpoint
 

@@ -94,6 +94,7 @@ from ._health import (
     check_delay,
     check_due,
     decide_start,
+    failure_text,
     idle_restart_in,
     is_hung,
     is_parked,
@@ -236,6 +237,7 @@ class Slot:
         "spec",
         "start_deadline",
         "starting",
+        "unreached",
         "untold",
         "writes",
         "writes_done",
@@ -266,6 +268,9 @@ class Slot:
         #: The certificate failure that parked it (``health.untrusted``): what its legs
         #: say meanwhile.
         self.certificate: RemoteCertificate | None = None
+        #: The failure that says its server was not reached (``health.unreachable``): a
+        #: leg that does not wait for the next check fails with its code (``_not_waited``).
+        self.unreached: HostdError | None = None
         #: The failure of a boot start that outlived its deadline, no request having waited
         #: for it: the first leg that meets it is told it as it is (``_not_waited``), not
         #: of a start that may never come.
@@ -705,9 +710,17 @@ class ProviderPool:
         if untold is not None:
             return type(untold)(untold.message, **untold.data)
         failed = "its last start failed"
-        if slot.health.unreachable:  # a remote server that is down: a start is a check
+        unreached = slot.unreached if slot.health.unreachable else None
+        if unreached is not None:  # a remote server that is down: a start is a check
             failed = "its server was not reached"
             what = what.replace("start", "check")
+            # The code of the failure that put it down (``transport``, a handshake's
+            # ``timeout``): a script branching on it is told what the check found, not of
+            # a crash of a process that does not exist.
+            return type(unreached)(
+                f"not waited for: {failed} ({slot.health.last_failure}); {what}",
+                **{**unreached.data, "stage": stage},
+            )
         return ProviderCrashed(
             f"not waited for: {failed} ({slot.health.last_failure}); {what}", stage=stage
         )
@@ -868,20 +881,22 @@ class ProviderPool:
         (``_unreachable``), at a start or under a leg, is never parked for it; a
         server's certificate that failed verification parks it (``record_untrusted``)."""
         if isinstance(exc, RemoteCertificate) and slot.spec.remote:
-            slot.certificate = exc
+            slot.certificate, slot.unreached = exc, None
             slot.health = record_untrusted(
-                slot.health, now=self.now(), error=f"{exc.reason}: {exc.message}"
+                slot.health, now=self.now(), error=failure_text(exc.reason, exc.message)
             )
             self._schedule_revive(slot)
             return
+        unreachable = _unreachable(slot.spec, exc)
+        slot.unreached = exc if unreachable else None
         slot.health = record_failure(
             slot.health,
             now=self.now(),
-            error=f"{exc.reason}: {exc.message}",
+            error=failure_text(exc.reason, exc.message),
             policy=self.settings.restart_policy,
             start_timed_out=start and isinstance(exc, ProviderTimeout),
             cannot_run=start and _cannot_run(exc),
-            unreachable=_unreachable(slot.spec, exc),
+            unreachable=unreachable,
             stderr_tail=stderr_tail_of(exc),
         )
         self._schedule_revive(slot)
@@ -891,7 +906,7 @@ class ProviderPool:
         (``record_refused``), its legs failing with ``exc``'s words meanwhile."""
         slot.refusal = exc
         slot.health = record_refused(
-            slot.health, now=self.now(), error=f"{exc.reason}: {exc.message}"
+            slot.health, now=self.now(), error=failure_text(exc.reason, exc.message)
         )
         self._schedule_revive(slot)
 

@@ -12,16 +12,20 @@ There is no process and no handshake: each composition's candidates are POSTed
 (in ``batch_size`` chunks, at once, when set) within the request's ``timeout_ms``.
 Every failure is a ``RerankOutcome`` with the process reranker's reason codes, and
 the composition falls back to ``round_robin``: ``unavailable`` (no connection, TLS
-refused, the credential unreadable), ``error`` (a non-2xx status, a redirect),
-``bad_reply`` (a body that is not a whole verdict, ``_rerank_api``), ``timeout``.
-A detail says what failed in hostd's words: a status code, a size, a position,
-never the server's text.
+refused, the credential unreadable), ``certificate`` (the server's certificate failed
+verification, or the TLS files cannot be loaded: the detail names ``[reranker]
+ca_file`` when it cures it), ``error`` (a non-2xx status, a redirect), ``bad_reply`` (a
+body that is not a whole verdict, ``_rerank_api``), ``timeout``. A detail says what
+failed in hostd's words: a status code, a size, a position, never the server's text.
 
 Its health follows ``_health``'s decisions for a peer asked per request
 (``decide_ask``): a server that gave no answer (``unavailable``, ``timeout``, a 5xx
 or 429) ``CoolDownPolicy.after`` times in a row is not asked while it cools down
 (the outcome is ``unavailable``, detail ``cooling_down: …``, costing nothing), then
-asked once, one request at a time; a verdict forgets its failures, unless its ask was
+asked once, one request at a time (a ``certificate`` failure cools it down at once, for
+the longest cool-down, which does not grow: ``ask_cool_down_s``; its skipped
+compositions say ``certificate``, and the TLS files are read again for the try after
+it); a verdict forgets its failures, unless its ask was
 sent before the latest-sent ask that failed (a server stopped while it finishes the asks
 in hand: ``record_answer``). The log tells an outage's turns (``rerank.failed`` as the
 failures begin or change words, ``rerank.cooling_down`` as a cool-down begins,
@@ -43,6 +47,7 @@ from hostd.errors import (
     HostdError,
     InsecureTransport,
     ProviderUnauthorized,
+    RemoteCertificate,
     RemoteTransport,
     RemoteWire,
 )
@@ -55,8 +60,9 @@ from ._health import (
     Health,
     ProviderState,
     StartAction,
-    cool_down_s,
+    ask_cool_down_s,
     decide_ask,
+    failure_text,
     record_answer,
     record_down,
     record_leg,
@@ -116,6 +122,12 @@ def _failure(exc: HostdError) -> tuple[str, str, bool]:
     transport never puts the server's text in an error), and whether the server gave
     no answer (counted toward its cool-down) rather than a wrong one."""
     status = exc.data.get("http_status")
+    if isinstance(exc, RemoteCertificate):
+        # Told by the type under httpx's error (``ssl.SSLCertVerificationError``), never by
+        # its words: the server was reached, and no ask cures it until the user fixes
+        # ``[reranker] ca_file`` (the message names it) or the certificate is renewed.
+        # The word is the reason's: said once (``failure_text``).
+        return "certificate", exc.message.removeprefix("certificate "), True
     if isinstance(exc, RemoteWire):
         return "bad_reply", exc.message, False
     if isinstance(exc, ProviderUnauthorized) and isinstance(status, int):
@@ -134,7 +146,7 @@ def _failure(exc: HostdError) -> tuple[str, str, bool]:
 
 
 #: ``Health`` counts a failed ask under the status a provider's leg would have.
-_LEG_STATUS = {"timeout": "timeout", "unavailable": "crashed"}
+_LEG_STATUS = {"timeout": "timeout", "unavailable": "crashed", "certificate": "crashed"}
 #: States after which a verdict is a recovery (``rerank.recovered``).
 _DOWN = frozenset({ProviderState.CRASHED, ProviderState.FAILED})
 
@@ -212,7 +224,7 @@ class HttpReranker:
     def _health_row(self) -> dict[str, Any]:
         health = self.health.to_wire(self._now())
         health["skipped"] = self.skipped
-        wait = cool_down_s(self.health.consecutive_failures, self.server.cool_down)
+        wait = ask_cool_down_s(self.health, self.server.cool_down)
         # Cooling down: when it is asked; not once an answer said it is reachable (its
         # cool-down has passed then: it was asked).
         failed = self.health.state is ProviderState.FAILED
@@ -232,7 +244,10 @@ class HttpReranker:
         if decision.action is StartAction.GIVE_UP:
             # Told once, by ``rerank.cooling_down``: each composition it spares is not.
             self.skipped += 1
-            outcome = RerankOutcome(reason="unavailable", detail=self._cooling(decision.delay_s))
+            # A certificate that failed is said as such while it is not asked: the fix is
+            # the user's (a CA file), not the server's coming back.
+            reason = "certificate" if self.health.untrusted else "unavailable"
+            outcome = RerankOutcome(reason=reason, detail=self._cooling(decision.delay_s))
             quiet = True
             elapsed = time.perf_counter() - started
         else:
@@ -267,6 +282,8 @@ class HttpReranker:
         the last failure recorded, never a detail like this one: it stays bounded."""
         h = self.health
         when = "a try is under way" if delay_s <= 0 else f"next try in {delay_s:.1f} s"
+        if h.untrusted:  # one failure is enough: the count would say nothing
+            return f"cooling_down: {h.last_failure}; {when}"
         return (
             f"cooling_down: {h.consecutive_failures} failures in a row, the last "
             f"{h.last_failure}; {when}"
@@ -293,7 +310,7 @@ class HttpReranker:
                     skipped=self.skipped,
                 )
             return False
-        error = f"{reason}: {outcome.detail}"
+        error = failure_text(reason, outcome.detail or "")
         # Said already: its last ask failed too, in the same words.
         again = before.failing_legs > 0 and before.last_error == error
         status = _LEG_STATUS.get(reason, "error")
@@ -301,16 +318,22 @@ class HttpReranker:
             self.health = record_answer(before, status, error=error, ask=ask)
             return again
         policy = self.server.cool_down
-        cooling = cool_down_s(before.consecutive_failures, policy) > 0
+        cooling = ask_cool_down_s(before, policy) > 0
         if cooling and counted != self._counted:  # out before the failure counted last
             health = record_leg(before, status, error=error)
             self.health = replace(health, down_ask=max(health.down_ask, ask))
             return again
         self.health = health = record_down(
-            before, status, now=self._now(), error=error, policy=policy, ask=ask
+            before,
+            status,
+            now=self._now(),
+            error=error,
+            policy=policy,
+            ask=ask,
+            untrusted=reason == "certificate",
         )
         self._counted += 1
-        wait = cool_down_s(health.consecutive_failures, policy)
+        wait = ask_cool_down_s(health, policy)
         if wait > 0:
             # Told as it begins, or when the failure's words change; a failed try that
             # doubles it, failing as before, is a repeat.
@@ -335,8 +358,13 @@ class HttpReranker:
         with anyio.move_on_after(timeout_s) as waited:
             try:
                 # made once; its log line names the API, not a CGP binding it never speaks
-                endpoint = self._launcher.endpoint(self.spec, wire=f"rerank-http:{self.api.name}")
-            except HostdError as exc:  # the TLS files, the URL (C7)
+                endpoint = self._launcher.endpoint(
+                    self.spec, wire=f"rerank-http:{self.api.name}", section="[reranker] "
+                )
+            except RemoteCertificate as exc:  # the TLS files: what to fix (``_failure``)
+                reason, detail, _ = _failure(exc)
+                return RerankOutcome(reason=reason, detail=detail), True
+            except HostdError as exc:  # the URL (C7)
                 return RerankOutcome(reason="unavailable", detail=exc.message), True
 
             async def score(k: int) -> None:

@@ -13,8 +13,10 @@ from hostd.engine import (
     Health,
     ProviderState,
     StartAction,
+    ask_cool_down_s,
     cool_down_s,
     decide_ask,
+    failure_text,
     record_answer,
     record_down,
     record_retry,
@@ -111,6 +113,31 @@ def test_failures_are_counted_by_kind_and_the_last_is_kept_bounded() -> None:
     assert (h.timeouts, h.crashes, h.errors, h.legs) == (1, 1, 1, 3)
     assert h.last_failure is not None and len(h.last_failure) == MAX_ERROR_CHARS
     assert h.last_failure.startswith("error!") and h.last_error == h.last_failure
+
+
+def test_a_certificate_failure_cools_down_at_once_for_the_longest_without_growing() -> None:
+    error = failure_text("certificate", "certificate not trusted (…): set ca_file")
+    assert error == "certificate: not trusted (…): set ca_file"  # the word said once
+    h = record_down(Health(), "crashed", now=10.0, error=error, policy=POLICY, untrusted=True)
+    assert (h.state, h.untrusted, h.last_failure) == (ProviderState.FAILED, True, error)
+    assert ask_cool_down_s(h, POLICY) == POLICY.max_s  # one failure: no answer cures it
+    skipped = decide_ask(h, now=11.0, policy=POLICY)
+    assert (skipped.action, skipped.delay_s) == (StartAction.GIVE_UP, POLICY.max_s - 1.0)
+    assert decide_ask(h, now=10.0 + POLICY.max_s, policy=POLICY).action is StartAction.START
+    # Its try fails the same way: the same cool-down again, not a doubled one.
+    again = record_down(
+        record_retry(h), "crashed", now=50.0, error=error, policy=POLICY, untrusted=True
+    )
+    assert decide_ask(again, now=51.0, policy=POLICY).delay_s == POLICY.max_s - 1.0
+    # An answer is a TLS handshake that passed; a failure of another kind is its own.
+    assert not record_answer(again).untrusted
+    other = record_down(again, "timeout", now=60.0, error="timeout: x", policy=POLICY)
+    assert not other.untrusted
+    assert ask_cool_down_s(other, POLICY) == cool_down_s(other.consecutive_failures, POLICY)
+    # The cool-down turned off stays off.
+    off = CoolDownPolicy(after=0)
+    h = record_down(Health(), "crashed", now=0.0, error=error, policy=off, untrusted=True)
+    assert decide_ask(h, now=0.0, policy=off).action is StartAction.USE
 
 
 def test_zero_turns_the_cool_down_off() -> None:

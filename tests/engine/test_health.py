@@ -745,7 +745,7 @@ def test_a_server_not_reached_is_due_for_its_check_after_check_delay() -> None:
 
 # -- a server's certificate that failed verification: parked, checked each cool-down ------
 
-CERT = "certificate: certificate not trusted (…; CERTIFICATE_VERIFY_FAILED): set ca_file"
+CERT = "certificate: not trusted (…; CERTIFICATE_VERIFY_FAILED): set ca_file"
 
 
 def test_a_certificate_failure_parks_at_once_counting_no_failure() -> None:

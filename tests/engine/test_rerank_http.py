@@ -2,7 +2,8 @@
 
 The same pooled client as a remote provider's: verification always on (``ca_file``
 replaces the system's CAs), so a server whose certificate no configured CA signed is
-``unavailable``, never trusted; candidates in ``batch_size`` chunks are scored together.
+``certificate``, never trusted (left alone for the longest cool-down, then tried with
+the TLS files read again); candidates in ``batch_size`` chunks are scored together.
 A server that gives no answer (a hang, a 5xx) a few times in a row is left alone while
 it cools down (its health decided by ``decide_ask``, read off a clock the test moves),
 and a verdict forgets its failures.
@@ -57,16 +58,63 @@ async def test_an_https_rerank_server_signed_by_the_configured_ca_gives_its_verd
     assert (row["state"], row["health"]["ok"], row["remote"]["exchanges"]) == ("ready", 1, 3)
 
 
-async def test_a_server_no_configured_ca_signed_is_unavailable(tmp_path: Path) -> None:
+async def test_a_server_no_configured_ca_signed_is_a_certificate_failure_naming_its_key(
+    tmp_path: Path,
+) -> None:
     tls = make_tls(tmp_path)
     async with rerank_server("ok", "--tls", str(tls.cert_file), str(tls.key_file)) as port:
         server = RerankServer(f"https://127.0.0.1:{port}")  # the system's CAs only
         async with HttpReranker(server, PoolSettings()) as reranker:
             outcome = await reranker.rerank("why", CANDIDATES, 60.0)
             row = reranker.row()
-    assert (outcome.reason, outcome.order) == ("unavailable", ())
-    assert outcome.detail is not None and "CERTIFICATE_VERIFY_FAILED" in outcome.detail
-    assert (row["state"], row["health"]["crashes"]) == ("crashed", 1)
+    # Told by the verify error's type, not as a server that is down: what to set, and where.
+    assert (outcome.reason, outcome.order) == ("certificate", ())
+    assert outcome.detail is not None
+    assert outcome.detail.startswith("not trusted (") and "CERTIFICATE_VERIFY_FAILED" in (
+        outcome.detail
+    )
+    assert outcome.detail.endswith(": set [reranker] ca_file to the CA that signed it")
+    # Said once in its health: ``certificate: not trusted …``; cooling down at once.
+    assert row["health"]["last_failure"] == f"certificate: {outcome.detail}"
+    assert (row["state"], row["health"]["crashes"]) == ("failed", 1)
+
+
+async def test_a_certificate_failure_is_tried_once_per_longest_cool_down_and_a_fixed_ca_file_taken(
+    tmp_path: Path,
+) -> None:
+    """A certificate no ask cures: not asked again at the next compositions, as a server
+    down a moment would be (three tries, then a short cool-down), but left alone for the
+    longest cool-down from the first failure, its skipped compositions saying
+    ``certificate``; then tried once, the TLS files read again, so a ``ca_file`` fixed in
+    place is taken with no restart. The clock is the test's."""
+    clock = _Clock()
+    served, other = make_tls(tmp_path, "served"), make_tls(tmp_path, "other")
+    ca_file = tmp_path / "team-ca.pem"
+    ca_file.write_bytes(other.ca_file.read_bytes())  # the wrong CA
+    flags = ("--tls", str(served.cert_file), str(served.key_file))
+    async with rerank_server("ok", *flags) as port:
+        policy = _cooling(3, 1.0, max_s=60.0)
+        server = RerankServer(f"https://127.0.0.1:{port}", ca_file=ca_file, cool_down=policy)
+        async with HttpReranker(server, PoolSettings(clock=clock)) as reranker:
+            wrong = await reranker.rerank("why", CANDIDATES, 60.0)
+            clock.now += 2.0  # past any cool-down a server that is down would get
+            skipped = await reranker.rerank("why", CANDIDATES, 60.0)
+            row = reranker.row()
+            ca_file.write_bytes(served.ca_file.read_bytes())  # the user fixes it
+            clock.now += 58.0
+            fixed = await reranker.rerank("why", CANDIDATES, 60.0)
+            after = reranker.row()
+    assert wrong.reason == "certificate"
+    assert (wrong.detail or "").endswith(f"not in [reranker] ca_file {ca_file}")
+    assert (skipped.reason, skipped.order) == ("certificate", ())
+    assert skipped.detail == f"cooling_down: certificate: {wrong.detail}; next try in 58.0 s"
+    assert (row["state"], row["health"]["retry_in_s"], row["health"]["skipped"]) == (
+        "failed",
+        58.0,
+        1,
+    )
+    assert (fixed.reason, fixed.order) == (None, _expected("why"))
+    assert after["state"] == "ready"
 
 
 # -- health: a server that gives no answer is left alone while it cools down ---------------

@@ -62,11 +62,13 @@ async def test_a_certificate_no_trusted_ca_signed_parks_the_provider_saying_what
     assert rec.seen == []  # the TLS handshake failed: no request reached the server
     health = row["health"]
     assert row["state"] == "failed"
-    assert health["last_failure"] == f"certificate: {message}"
+    # Its code said once, as a crash's is (``crashed: provider process ended``).
+    last = f"certificate: {message.removeprefix('certificate ')}"
+    assert health["last_failure"] == last
     assert (health["consecutive_failures"], health["retry_in_s"]) == (0, 58.0)
     assert "next_check_in_s" not in health  # not a server that is down
     now = "`hostd providers restart remote --connect` starts it now"  # parked: said
-    assert down_state(row) == f"failed 2 s ago: certificate: {message}; next try in 58 s, or {now}"
+    assert down_state(row) == f"failed 2 s ago: {last}; next try in 58 s, or {now}"
     # Said once, with its reason: one check, one warning, parked.
     failed = [e for e in seen.seen if e["event"] == "provider.start.failed"]
     assert [(e["reason"], e["log_level"]) for e in failed] == [("certificate", "warning")]
@@ -132,6 +134,7 @@ async def test_a_missing_ca_file_parks_the_provider_naming_the_file_until_it_is_
     )
     assert again.error_message == f"{said} (checked again in 58 s, or at providers/restart)"
     assert row["state"] == "failed"
+    assert row["health"]["last_failure"] == f"certificate: {said}"
     assert "next_check_in_s" not in row["health"]
     failed = [e for e in seen.seen if e["event"] == "provider.start.failed"]
     assert [(e["reason"], e["log_level"]) for e in failed] == [("certificate", "warning")]

@@ -56,3 +56,27 @@ async def test_a_remote_handshake_never_answered_says_what_to_check(tmp_path: Pa
     )
     shown = f"{report.error_message} {row} {logs}"
     assert TOKEN not in shown and "Bearer" not in shown
+
+
+async def test_a_leg_not_waiting_for_the_next_check_says_the_timeout_that_put_it_down(
+    tmp_path: Path,
+) -> None:
+    """The handshake timed out, so the server is checked again behind the requests and
+    none waits for it: the next leg fails at once with the code of what the check found
+    (``handshake_timeout``), not a ``crashed`` of a process that does not exist, and says
+    when the next check comes. The health clock is the test's: the check is not due."""
+    tls = make_tls(tmp_path)
+    clock = [100.0]
+    async with serving(silent, tls) as (url, rec):
+        spec = remote_spec(url, tls, start_timeout_s=0.5)
+        async with Host(
+            [spec], consent=consented(tmp_path, spec.id), health_clock=lambda: clock[0]
+        ) as host:
+            first = (await host.query_all(query(), 1000)).reports[spec.id]
+            again = (await host.query_all(query(), 1000)).reports[spec.id]
+    assert rec.kinds() == ["handshake"]  # the second leg did not wait for a check
+    assert (first.status, first.error_code) == (LegStatus.TIMEOUT, "handshake_timeout")
+    assert (again.status, again.error_code) == (LegStatus.TIMEOUT, "handshake_timeout")
+    assert again.error_message == (
+        f"not waited for: its server was not reached (timeout: {_MISSED}); the next check in 500 ms"
+    )

@@ -33,7 +33,7 @@ the provider until the credential changes (``RemoteEndpoint.credential_changed``
 A cancelled exchange (an abandoned leg) closes its HTTP connection mid-flight. A read
 (a handshake, a query, a verify, a rerank: ``_READS``) whose kept-alive connection the
 peer closed under it before answering is sent once more through the same pool
-(``HttpPool.send``); a write (``memory/remember``, ``memory/forget``) never is.
+(``HttpPool.exchange``); a write (``memory/remember``, ``memory/forget``) never is.
 
 The words for what the user must fix are made here, once, for every caller of an
 endpoint (a provider's leg, the reranker): a refusal names where the token comes
@@ -47,6 +47,7 @@ imports only ``hostd.protocol``, ``hostd.errors`` and those words of hostd.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -98,7 +99,7 @@ T = TypeVar("T")
 E = TypeVar("E", bound=HostdError)
 
 #: The codec's request kinds that only read what the provider holds: sent once more when
-#: the connection broke before a byte of their response came (``HttpPool.send``).
+#: the connection broke before a byte of their response came (``HttpPool.exchange``).
 _READS = frozenset({"handshake", "query", "verify"})
 
 
@@ -118,7 +119,9 @@ class RemoteEndpoint:
     """One remote provider's URL, credential and pooled HTTP client. ``aclose()`` once.
 
     ``wire``: the peer speaks no CGP binding but this (a rerank server:
-    ``rerank-http:cohere``); it is reached by ``post`` only and the log names it."""
+    ``rerank-http:cohere``); it is reached by ``post`` only and the log names it.
+    ``section``: what its TLS keys are named after in its errors (``[reranker] ``), when
+    they are not in a provider's own section."""
 
     def __init__(
         self,
@@ -134,6 +137,7 @@ class RemoteEndpoint:
         max_body_bytes: int = DEFAULT_MAX_LINE_BYTES,
         max_connections: int = DEFAULT_REMOTE_CONNECTIONS,
         user_agent: str = "hostd",
+        section: str = "",
     ) -> None:
         problem = remote_url_problem(url)
         if problem is not None:  # C7, before a client (or a DNS lookup) exists
@@ -170,6 +174,7 @@ class RemoteEndpoint:
             client_cert=client_cert,
             client_key=client_key,
             max_connections=max_connections,
+            section=section,
         )
         self._headers = self.client.headers(self._base_headers)
         self.exchanges = 0
@@ -243,21 +248,22 @@ class RemoteEndpoint:
             self._headers, self._sent_credential = self.client.headers(headers), credential
         return self._headers
 
-    async def _send(
+    def _send(
         self, body: bytes, credential: Credential | None, request: Request | None
-    ) -> httpx.Response:
+    ) -> AbstractAsyncContextManager[httpx.Response]:
+        """The exchange of ``body`` (``HttpPool.exchange``): its response within the block."""
         self.exchanges += 1
         headers = self._headers_for(credential)
         # A body posted as it is (``post``) is a rerank request, a read as well.
         kind = "rerank" if request is None else request.kind
         if kind not in {"rerank", *_READS}:
-            return await self.client.send(body, headers)
+            return self.client.exchange(body, headers)
 
         def retried(error: str) -> None:
             self.exchanges += 1
             log.info("provider.remote.resent", provider=self.provider_id, kind=kind, error=error)
 
-        return await self.client.send(body, headers, retry=retried)
+        return self.client.exchange(body, headers, retry=retried)
 
     async def _post(self, body: bytes, request: Request | None = None) -> bytes:
         """POST ``body``; the 2xx response's body. ``request``: the codec's request the
@@ -267,32 +273,33 @@ class RemoteEndpoint:
         except CredentialUnavailable:
             self._refused_with = None
             raise
-        response = await self._send(body, sent, request)
-        if response.status_code == 401 and self.tokens.configured:
-            # The token may have been rotated under a stat that cannot show it (a
-            # rewrite within one clock tick): read it again, and send once more only
-            # if it is another token; a second 401 fails the exchange.
-            await response.aclose()
-            fresh = self.reload_credential()
-            if fresh == sent:
-                raise self._refused(401, sent)
-            sent = fresh
-            response = await self._send(body, fresh, request)
-        try:
-            status = response.status_code
-            if status in (401, 403):
-                raise self._refused(status, sent)
-            if 300 <= status < 400:
-                raise RemoteTransport(
-                    f"HTTP {status}: redirect not followed (a payload goes to the "
-                    "configured URL only)",
-                    http_status=status,
-                )
-            if not 200 <= status < 300:
-                raise await self._status_error(response, request)
-            return await self.client.read_bounded(response, self.max_body_bytes)
-        finally:
-            await response.aclose()
+        async with self._send(body, sent, request) as response:
+            if response.status_code != 401 or not self.tokens.configured:
+                return await self._read(response, sent, request)
+        # The token may have been rotated under a stat that cannot show it (a rewrite
+        # within one clock tick): read it again, and send once more only if it is
+        # another token; a second 401 fails the exchange.
+        fresh = self.reload_credential()
+        if fresh == sent:
+            raise self._refused(401, sent)
+        async with self._send(body, fresh, request) as response:
+            return await self._read(response, fresh, request)
+
+    async def _read(
+        self, response: httpx.Response, sent: Credential | None, request: Request | None
+    ) -> bytes:
+        """The body of a 2xx ``response``; any other status, the exchange's error."""
+        status = response.status_code
+        if status in (401, 403):
+            raise self._refused(status, sent)
+        if 300 <= status < 400:
+            raise RemoteTransport(
+                f"HTTP {status}: redirect not followed (a payload goes to the configured URL only)",
+                http_status=status,
+            )
+        if not 200 <= status < 300:
+            raise await self._status_error(response, request)
+        return await self.client.read_bounded(response, self.max_body_bytes)
 
     async def _status_error(self, response: httpx.Response, request: Request | None) -> HostdError:
         """What a non-2xx status (not 401/403, not a redirect) fails the exchange with: the

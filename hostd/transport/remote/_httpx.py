@@ -7,18 +7,21 @@ always on (C7; ``ca_file`` replaces the system's CAs), redirects never followed,
 proxies and ``.netrc`` from the environment not used (``trust_env=False``), a
 bound on the connections open; every httpx error leaves it as ``RemoteTransport``
 saying what to check, never quoting the peer's bytes. A read sent on a kept-alive
-connection the peer had just closed (``send(retry=...)``) is sent once more, through
+connection the peer had just closed (``exchange(retry=...)``) is sent once more, through
 the same pool and its bound, when the connection ended before a whole response head
 came (``_unanswered``). A certificate that failed verification (``RemoteCertificate``)
-has the TLS files read again, into a new client, by the next request (``send``): a
-``ca_file`` fixed in place is used by the next check, with no restart.
+has the TLS files read again, into a new client, by the next request (``exchange``): a
+``ca_file`` fixed in place is used by the next check, with no restart. A request still
+out on the old client (its response's body being read, a write) ends on it: the old
+client is closed once its last request ends (``_Client``), never under one.
 """
 
 from __future__ import annotations
 
 import socket
 import ssl
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TypeVar
 
@@ -40,10 +43,14 @@ X = TypeVar("X", bound=BaseException)
 
 
 def _tls_context(
-    ca_file: str | Path | None, client_cert: str | Path | None, client_key: str | Path | None
+    ca_file: str | Path | None,
+    client_cert: str | Path | None,
+    client_key: str | Path | None,
+    section: str = "",
 ) -> ssl.SSLContext:
     """Verification always on (C7); ``ca_file`` replaces the system's CAs, it never adds
-    a way around them. ``client_cert``/``client_key``: mutual TLS.
+    a way around them. ``client_cert``/``client_key``: mutual TLS. ``section``: what the
+    keys are named after (``[reranker] ``), when not a provider's own section.
 
     A file that cannot be loaded (missing, unreadable, holding no certificate) is
     ``RemoteCertificate`` naming the key, the file and the problem: a config error no
@@ -52,14 +59,14 @@ def _tls_context(
     try:
         ctx = ssl.create_default_context(cafile=str(ca_file) if ca_file is not None else None)
     except (OSError, ssl.SSLError) as exc:
-        raise RemoteCertificate(_tls_file_text(f"ca_file {ca_file}", exc)) from exc
+        raise RemoteCertificate(_tls_file_text(f"{section}ca_file {ca_file}", exc)) from exc
     if client_cert is not None:
         try:
             ctx.load_cert_chain(str(client_cert), str(client_key) if client_key else None)
         except (OSError, ssl.SSLError) as exc:
-            files = f"client_cert {client_cert}"
+            files = f"{section}client_cert {client_cert}"
             if client_key:
-                files += f" (client_key {client_key})"
+                files += f" ({section}client_key {client_key})"
             raise RemoteCertificate(_tls_file_text(files, exc)) from exc
     return ctx
 
@@ -89,15 +96,21 @@ def _verify_failure(exc: BaseException) -> ssl.SSLCertVerificationError | None:
     return _chained(exc, ssl.SSLCertVerificationError)
 
 
-def _certificate_text(failure: ssl.SSLCertVerificationError, ca_file: str | Path | None) -> str:
+def _certificate_text(
+    failure: ssl.SSLCertVerificationError, ca_file: str | Path | None, section: str = ""
+) -> str:
     """The server's certificate failed verification: why (OpenSSL's reason, which names
-    nothing the peer wrote), and the config key that cures it when one does."""
+    nothing the peer wrote), and the config key that cures it when one does (named after
+    ``section``, ``[reranker] ``, when it is not a provider's own)."""
     reason = (failure.verify_message or failure.reason or "verify failed")[:_MAX_REASON]
     why = f"({reason}; CERTIFICATE_VERIFY_FAILED)"
     if failure.verify_code in _UNKNOWN_ISSUER:
         if ca_file is None:
-            return f"certificate not trusted {why}: set ca_file to the CA that signed it"
-        return f"certificate not trusted {why}: the CA that signed it is not in ca_file {ca_file}"
+            return f"certificate not trusted {why}: set {section}ca_file to the CA that signed it"
+        return (
+            f"certificate not trusted {why}: the CA that signed it is not in "
+            f"{section}ca_file {ca_file}"
+        )
     if failure.verify_code in _OTHER_HOST:
         return f"certificate rejected {why}: it does not name the url's host"
     return f"certificate rejected {why}"
@@ -120,7 +133,9 @@ def _unanswered(exc: httpx.HTTPError) -> bool:
     return isinstance(exc, httpx.ReadError | httpx.WriteError)
 
 
-def _transport_error(exc: httpx.HTTPError, ca_file: str | Path | None) -> RemoteTransport:
+def _transport_error(
+    exc: httpx.HTTPError, ca_file: str | Path | None, section: str = ""
+) -> RemoteTransport:
     name = type(exc).__name__
     if isinstance(exc, httpx.ProtocolError | httpx.DecodingError):
         # h11 and the decoders quote what the peer sent (a header name, a status line):
@@ -130,7 +145,7 @@ def _transport_error(exc: httpx.HTTPError, ca_file: str | Path | None) -> Remote
     # chained under httpx's and httpcore's), never by its words.
     failure = _verify_failure(exc)
     if failure is not None:
-        return RemoteCertificate(_certificate_text(failure, ca_file))
+        return RemoteCertificate(_certificate_text(failure, ca_file, section))
     if isinstance(exc, httpx.ConnectError):
         said = _connect_text(exc)
         if said is not None:
@@ -175,12 +190,28 @@ def _connect_text(exc: httpx.ConnectError) -> str | None:
     return None
 
 
+class _Client:
+    """One ``httpx.AsyncClient`` and the requests out on it (``users``): once replaced
+    (``retired``, by ``HttpPool._reload_trust``) it is closed when the last one ends."""
+
+    __slots__ = ("http", "retired", "users")
+
+    def __init__(self, http: httpx.AsyncClient) -> None:
+        self.http = http
+        self.users = 0
+        self.retired = False
+
+    async def aclose(self) -> None:
+        with anyio.CancelScope(shield=True):
+            await self.http.aclose()
+
+
 class HttpPool:
     """One pooled ``httpx.AsyncClient`` to one URL (keep-alive connections reused across
     requests, at most ``max_connections`` open at once, one idle for
     ``KEEPALIVE_EXPIRY_S`` closed). ``aclose()`` once.
 
-    A read sent again (``send``) goes through the same client: it waits for one of the
+    A read sent again (``exchange``) goes through the same client: it waits for one of the
     ``max_connections`` as any request does, and the pool gives it a new connection or
     one it found still open (httpcore drops an idle connection whose socket shows the
     peer's close), never the one that just broke (closed with its error)."""
@@ -193,23 +224,39 @@ class HttpPool:
         client_cert: str | Path | None,
         client_key: str | Path | None,
         max_connections: int,
+        section: str = "",
     ) -> None:
         # Parsed once: a request is built from the URL and headers directly (no cookies,
         # no merging with client defaults), about a quarter of what build_request costs.
         self.url = httpx.URL(url)
         self.ca_file = ca_file
+        #: What its TLS keys are named after in what it says (``[reranker] ``), when they
+        #: are not in a provider's own section.
+        self.section = section
         self._tls_files = (ca_file, client_cert, client_key)
         self._max_connections = max_connections
         #: The last request met a certificate that failed verification: the next one
         #: reads the TLS files again first (``_reload_trust``).
         self._trust_failed = False
-        self.client = self._client()
+        self._current = _Client(self._client())
+        #: Replaced clients with requests still out on them: each closed as its last ends.
+        self._retiring: set[_Client] = set()
+
+    def __repr__(self) -> str:
+        return (
+            f"<HttpPool {self.url} requests={self._current.users} retiring={len(self._retiring)}>"
+        )
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        """The client new requests go out on."""
+        return self._current.http
 
     def _client(self) -> httpx.AsyncClient:
         """A client with the TLS files as they are now (verification always on, C7)."""
         verify: ssl.SSLContext | bool = True
         if self.url.scheme == "https":
-            verify = _tls_context(*self._tls_files)
+            verify = _tls_context(*self._tls_files, self.section)
         max_connections = self._max_connections
         return httpx.AsyncClient(
             verify=verify,
@@ -225,18 +272,30 @@ class HttpPool:
 
     async def _reload_trust(self) -> None:
         """After a certificate failure, before the next request: the TLS files read again
-        into a new client (the old one closed: its connections were made under the
-        trust that failed), so a ``ca_file`` fixed in place is used by the next check
-        with no restart. Files that cannot be read now fail this request, and the next
-        tries again; the old client serves meanwhile."""
-        fresh = self._client()
+        into a new client, so a ``ca_file`` fixed in place is used by the next check
+        with no restart. The old one takes no new request (its connections were made
+        under the trust that failed) and is closed now if none is out on it, else when
+        the last one ends (``exchange``): a request whose response is being read, or a
+        write, is never cut off by it. Files that cannot be read now fail this request,
+        and the next tries again; the old client serves meanwhile."""
+        fresh = _Client(self._client())
         self._trust_failed = False
-        old, self.client = self.client, fresh
-        with anyio.CancelScope(shield=True):
+        old, self._current = self._current, fresh
+        old.retired = True
+        if old.users == 0:
             await old.aclose()
+        else:
+            self._retiring.add(old)
+
+    async def _release(self, lease: _Client) -> None:
+        """A request on ``lease`` ended: a replaced client is closed with its last one."""
+        lease.users -= 1
+        if lease.retired and lease.users == 0:
+            self._retiring.discard(lease)
+            await lease.aclose()
 
     def _error(self, exc: httpx.HTTPError) -> RemoteTransport:
-        error = _transport_error(exc, self.ca_file)
+        error = _transport_error(exc, self.ca_file, self.section)
         if isinstance(error, RemoteCertificate):
             self._trust_failed = True
         return error
@@ -246,14 +305,40 @@ class HttpPool:
         """Request headers, made once per credential by the endpoint."""
         return httpx.Headers(dict(values))
 
-    async def send(
+    @asynccontextmanager
+    async def exchange(
         self,
         body: bytes,
         headers: httpx.Headers,
         *,
         retry: Callable[[str], None] | None = None,
+    ) -> AsyncIterator[httpx.Response]:
+        """``async with pool.exchange(body, headers) as response``: ``_send``'s response,
+        its body read within the block (``read_bounded``), closed as it ends. The whole
+        exchange is on one client: one replaced meanwhile (``_reload_trust``) is closed
+        once the block ends, not under it."""
+        if self._trust_failed:
+            await self._reload_trust()
+        lease = self._current
+        lease.users += 1
+        try:
+            response = await self._send(lease.http, body, headers, retry)
+            try:
+                yield response
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await response.aclose()
+        finally:
+            await self._release(lease)
+
+    async def _send(
+        self,
+        client: httpx.AsyncClient,
+        body: bytes,
+        headers: httpx.Headers,
+        retry: Callable[[str], None] | None,
     ) -> httpx.Response:
-        """POST ``body``; the response, its body not read yet (``read_bounded``).
+        """POST ``body`` on ``client``; the response, its body not read yet.
 
         ``retry``: the request is a read (a handshake, a query, a verify, a rerank), so
         when the connection ended under it before a whole response head came
@@ -262,10 +347,8 @@ class HttpPool:
         it and closed without answering may have run it already: running a read twice
         changes nothing. A write is never sent twice. The caller's deadline bounds both
         tries; the second one's failure is the request's."""
-        if self._trust_failed:
-            await self._reload_trust()
         try:
-            return await self._post(body, headers)
+            return await self._post(client, body, headers)
         except httpx.HTTPError as exc:
             if not _unanswered(exc):
                 raise self._error(exc) from exc
@@ -276,7 +359,7 @@ class HttpPool:
                 ) from exc
             retry(type(exc).__name__)
         try:
-            return await self._post(body, headers)
+            return await self._post(client, body, headers)
         except httpx.HTTPError as exc:
             if not _unanswered(exc):
                 raise self._error(exc) from exc
@@ -285,9 +368,11 @@ class HttpPool:
                 f"{type(exc).__name__}: the server closed the connection without answering, twice"
             ) from exc
 
-    async def _post(self, body: bytes, headers: httpx.Headers) -> httpx.Response:
+    async def _post(
+        self, client: httpx.AsyncClient, body: bytes, headers: httpx.Headers
+    ) -> httpx.Response:
         request = httpx.Request("POST", self.url, content=body, headers=headers)
-        return await self.client.send(request, stream=True)
+        return await client.send(request, stream=True)
 
     async def read_bounded(self, response: httpx.Response, limit: int) -> bytes:
         """The response's body, read incrementally: over ``limit`` bytes is ``RemoteWire``."""
@@ -303,9 +388,13 @@ class HttpPool:
                     raise RemoteWire(f"response body over {limit} bytes")
                 chunks.append(chunk)
         except httpx.HTTPError as exc:
-            raise _transport_error(exc, self.ca_file) from exc
+            raise _transport_error(exc, self.ca_file, self.section) from exc
         return b"".join(chunks)
 
     async def aclose(self) -> None:
-        with anyio.CancelScope(shield=True):
-            await self.client.aclose()
+        """Close every client, a replaced one with requests still out on it too (the
+        endpoint is done: they end with it)."""
+        for old in list(self._retiring):
+            await old.aclose()
+        self._retiring.clear()
+        await self._current.aclose()
