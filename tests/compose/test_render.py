@@ -17,6 +17,7 @@ from hostd.compose import (
     neutralize_controls,
     neutralize_fences,
     render_frame,
+    title_attribute,
 )
 from hostd.compose._render import TITLE_CHARS, rendered_size
 from hostd.protocol import FrameId, canonical_token_cost
@@ -264,6 +265,12 @@ def test_a_code_chunks_item_and_a_markdown_chunks_section_show_on_its_fence() ->
     assert section and all(ln.endswith(' section="Rotating the keys">') for ln in section)
     # Only what the cite does not say: the range and the path are not repeated.
     assert all(ln.count("registry.py") + ln.count("guide.md") == 1 for ln in lines)
+
+
+def test_a_title_naming_a_section_and_an_item_shows_both() -> None:
+    shown = title_attribute("d.rst § A · in confval x", "d.rst L5-9")
+    assert shown == ' section="A" in="confval x"'
+    assert title_attribute("d.md § Usage", "d.md L5-9") == ' section="Usage"'
 
 
 @pytest.mark.parametrize(
