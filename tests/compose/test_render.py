@@ -267,6 +267,23 @@ def test_a_code_chunks_item_and_a_markdown_chunks_section_show_on_its_fence() ->
     assert all(ln.count("registry.py") + ln.count("guide.md") == 1 for ln in lines)
 
 
+def test_an_rst_chunk_inside_an_option_shows_its_section_and_the_option() -> None:
+    from pathlib import Path
+
+    from hostd.chunking import chunk_file, chunk_frame
+
+    text = "Options for HTML output\n-----------------------\n\n.. confval:: html_sidebars\n\n"
+    text += "".join(f"   Sentence {i} on the sidebar templates of a page.\n" for i in range(40))
+    rel = "doc/usage/configuration.rst"
+    chunks = chunk_file(Path("/repo") / rel, rel, text.encode())
+    lines = [_fence_line(render_frame("files", chunk_frame(c, 0.5))) for c in chunks]
+    assert lines[0].endswith(' section="Options for HTML output">')
+    assert len(lines) > 1 and all(
+        ln.endswith(' section="Options for HTML output" in="confval html_sidebars">')
+        for ln in lines[1:]
+    )
+
+
 def test_a_title_naming_a_section_and_an_item_shows_both() -> None:
     shown = title_attribute("d.rst § A · in confval x", "d.rst L5-9")
     assert shown == ' section="A" in="confval x"'
