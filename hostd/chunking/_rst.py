@@ -110,16 +110,18 @@ def rst_sections(lines: Sequence[bytes]) -> list[tuple[int, int, str | None]]:
     the next one. The heading is the title; one that names two sections or more
     (``Example`` under each of several options) carries the nearest title of a higher
     level before it (``Options for HTML output › Example``), so a citation tells them
-    apart."""
+    apart. A section that is its title alone (a page's title right before its first
+    sub-title) is no evidence of its own: it opens the section after it, as a markdown
+    record's heading does (``_heading_records``)."""
     if not lines:
         return []
     titles = rst_titles(lines)
-    named: list[tuple[int, str]] = []  # (start, heading) per title
+    named: list[tuple[int, int, str]] = []  # (start, last line, heading) per title
     stack: list[tuple[int, str]] = []  # enclosing (level, title), levels rising
     counts: dict[str, int] = {}
     for _, _, _, title in titles:
         counts[title] = counts.get(title, 0) + 1
-    for first, _, level, title in titles:
+    for first, last, level, title in titles:
         while stack and stack[-1][0] >= level:
             stack.pop()
         heading = _clipped(title, _MAX_TITLE)
@@ -127,14 +129,14 @@ def rst_sections(lines: Sequence[bytes]) -> list[tuple[int, int, str | None]]:
             parent = _clipped(stack[-1][1], _MAX_PARENT)
             heading = f"{parent}{_SEPARATOR}{_clipped(title, _MAX_TITLE - len(parent) - 3)}"
         stack.append((level, title))
-        named.append((_targets_above(lines, first), heading))
+        named.append((_targets_above(lines, first), last, heading))
     sections: list[tuple[int, int, str | None]] = []
-    start, current = 1, None
-    for at, name in named:
-        if at > start:
+    start, current, text_from = 1, None, 1  # where the current section's text starts
+    for at, last, name in named:
+        if at > start and any(line.strip() for line in lines[text_from - 1 : at - 1]):
             sections.append((start, at - 1, current))
             start = at
-        current = name
+        current, text_from = name, last + 1
     sections.append((start, len(lines), current))
     return sections
 
@@ -213,7 +215,9 @@ def _lead_in(lines: Sequence[bytes], titles: dict[int, int], number: int, indent
         if _TARGET_RE.match(lines[line - 1].lstrip()) is not None:
             start = line
         elif indent == 0 and line in titles:
-            return _targets_above(lines, titles[line])
+            # A title, and the titles above it with nothing between (a page's title
+            # right before its first sub-title), and their targets.
+            line = start = _targets_above(lines, titles[line])
         else:
             break
     return start

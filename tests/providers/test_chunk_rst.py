@@ -146,6 +146,17 @@ def test_sections_start_at_their_titles_and_their_targets() -> None:
     ]
 
 
+def test_a_section_that_is_its_title_alone_opens_the_next() -> None:
+    text = "Configuration\n=============\n\nSidebars\n--------\n\nThe sidebar text.\n"
+    assert rst_sections(split_lines(text.encode())) == [(1, 7, "Sidebars")]
+    directive = "Configuration\n=============\n\n.. _side:\n\nSidebars\n--------\n\n"
+    directive += ".. confval:: html_sidebars\n\n" + "   Text of the option.\n" * 30
+    chunks = chunk_file(Path("/r/c.rst"), "c.rst", directive.encode())
+    # Both titles go with the directive they open: no chunk is a title alone.
+    assert chunks[0].start == 1 and ".. confval:: html_sidebars" in chunks[0].text
+    assert chunks[0].heading == "Sidebars"
+
+
 def test_an_rst_chunk_stops_at_the_next_title_and_names_its_section() -> None:
     path, rel, data = Path("/r/doc/configuration.rst"), "doc/configuration.rst", PAGE.encode()
     lines = PAGE.splitlines()
