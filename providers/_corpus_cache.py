@@ -59,6 +59,7 @@ from hostd.chunking import _chunk as _chunker
 from hostd.chunking import _items as _chunker_items
 from hostd.chunking import _json_walk as _chunker_json
 from hostd.chunking import _notebook as _chunker_notebook
+from hostd.chunking import _rst as _chunker_rst
 from hostd.chunking import _tokens as _chunker_tokens
 
 from . import _corpus
@@ -107,6 +108,7 @@ _CHUNKER_SOURCES = (
     Path(_chunker_tokens.__file__),
     Path(_chunker_notebook.__file__),
     Path(_chunker_json.__file__),  # how the notebook reader walks a notebook's JSON
+    Path(_chunker_rst.__file__),  # reStructuredText's sections and directives
 )
 
 

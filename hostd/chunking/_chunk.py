@@ -6,7 +6,8 @@ dedup (D2) merges them instead of quoting a region twice, and by the ``mcp``
 binding, which cuts what an MCP server serves (resources, tool results) the same
 way (``chunk_text``; a ``file://`` resource exactly as ``chunk_file`` cuts the
 file). A chunk is a run of whole lines (markdown is first cut at its headings,
-fenced code is not a heading; other text may be cut at its blank lines first,
+fenced code is not a heading, and reStructuredText at its section titles, ``_rst``;
+other text may be cut at its blank lines first,
 ``sections="paragraphs"``, or into its records, ``sections="records"``: the elements
 of JSON over several lines, ``_json_records``, else see ``_record_sections``) that
 
@@ -27,7 +28,8 @@ of JSON over several lines, ``_json_records``, else see ``_record_sections``) th
   ``impl``, ``func``…, at any nesting; its decorators and the comments right above
   it go with it: ``CodeOutline.starts``) in the last half of what fits, else at a
   blank line, so a chunk of code starts at a definition's head rather than in the
-  middle of a statement, and a function that fits in one chunk is one chunk;
+  middle of a statement, and a function that fits in one chunk is one chunk
+  (reStructuredText's object directives are its definitions: ``.. confval::``);
 - is not a tiny fragment: one under ``min_tokens`` word pieces is merged with
   its neighbour when the two still fit both bounds, so the tail of a budget is
   not filled with headings and closing braces; but the small tail of one
@@ -58,6 +60,7 @@ from hostd.protocol import ContextFrame, Provenance, canonical_token_cost, sha25
 from ._items import CodeOutline, code_outline, language_suffix
 from ._json_records import json_records
 from ._notebook import NOTEBOOK_SUFFIX, Cell, cells_text, read_notebook
+from ._rst import RST_SUFFIXES, rst_sections
 from ._tokens import MODEL_TRAINED_LENGTH, Counter, piece_counter
 
 __all__ = [
@@ -84,8 +87,9 @@ DEFAULT_WINDOW_LINES = 40
 DEFAULT_CHUNK_TOKENS = MODEL_TRAINED_LENGTH
 #: A chunk under this many word pieces is merged with a neighbour when they fit.
 DEFAULT_MIN_CHUNK_TOKENS = 48
-#: Prose files: served as ``doc`` frames and chunked by heading when markdown.
-DOC_SUFFIXES = frozenset({".md", ".markdown", ".rst", ".txt", ".adoc"})
+#: Prose files: served as ``doc`` frames and chunked by heading when markdown or
+#: reStructuredText.
+DOC_SUFFIXES = frozenset({".md", ".markdown", ".rst", ".rest", ".txt", ".adoc"})
 _MARKDOWN_SUFFIXES = frozenset({".md", ".markdown"})
 _HEADING_RE = re.compile(rb"#{1,6}[ \t]+\S")
 _FENCE_RE = re.compile(rb"(```|~~~)")
@@ -93,9 +97,10 @@ _BINARY_SNIFF_BYTES = 8192
 #: ``[CLS]`` and ``[SEP]``: the model spends two pieces of its window on them.
 _SPECIAL_PIECES = 2
 #: How a text is cut before its runs are sized: not at all, at markdown headings, at
-#: blank lines (paragraphs of prose), or into records (``git log`` entries, numbered
-#: items: ``_record_sections``), at its blank lines when it has none.
-Sections = Literal["none", "markdown", "paragraphs", "records"]
+#: reStructuredText's section titles (``rst_sections``), at blank lines (paragraphs of
+#: prose), or into records (``git log`` entries, numbered items: ``_record_sections``),
+#: at its blank lines when it has none.
+Sections = Literal["none", "markdown", "rst", "paragraphs", "records"]
 #: Record headers: unindented lines of a few recognisable shapes, one kind each (a
 #: rule, a markdown heading, a numbered item, a JSON object, ``commit <hex>``, else
 #: ``Key:``, one kind per key); and fence lines, inside which nothing is a header.
@@ -587,7 +592,7 @@ def chunk_file(
         )
         return cut or []
     kind = "doc" if suffix in DOC_SUFFIXES else "snippet"
-    sections: Sections = "markdown" if suffix in _MARKDOWN_SUFFIXES else "none"
+    sections = file_sections(path.name)
     return [
         Chunk(
             rel=rel,
@@ -799,7 +804,10 @@ def is_binary(data: bytes) -> bool:
 
 def file_sections(path: str) -> Sections:
     """How ``chunk_file`` cuts a file of this name (by its suffix)."""
-    return "markdown" if Path(path).suffix.lower() in _MARKDOWN_SUFFIXES else "none"
+    suffix = Path(path).suffix.lower()
+    if suffix in _MARKDOWN_SUFFIXES:
+        return "markdown"
+    return "rst" if suffix in RST_SUFFIXES else "none"
 
 
 def chunk_text(
@@ -837,7 +845,8 @@ def chunk_text(
     file: a file's range must address whole lines (F17).
 
     ``code_suffix``: the text is a file of this suffix (``.rs``); when that names a
-    language ``code_items`` knows, a run of lines that must be cut ends just before a
+    language ``code_items`` knows (or reStructuredText, whose object directives are
+    its definitions: ``code_outline``), a run of lines that must be cut ends just before a
     definition when one starts in its last half (``_windows``), a small tail is not
     merged with the next definition's head (``_merge_small``), and each chunk carries
     the definitions its first line of text sits in (``TextChunk.item``), which changes
@@ -871,6 +880,8 @@ def chunk_text(
     if cuts is None:
         if sections == "markdown":
             found = _markdown_sections(lines)
+        elif sections == "rst":
+            found = rst_sections(lines)
         elif sections in ("paragraphs", "records"):
             found = _paragraph_sections(lines)
         else:

@@ -17,6 +17,10 @@ string at column 0 inside a body, code whose indentation lies) ends an item earl
 names none, or moves a cut of code to a line that starts no definition
 (``code_outline``): a label or a cut's place goes wrong, never a chunk's bounds or
 bytes, which ``_chunk`` keeps whatever the scan found.
+
+reStructuredText is read as code here (``code_outline``, ``defined_names``): its
+object directives (``.. confval:: html_sidebars``) are its definitions, found by
+``_rst``.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from ._rst import RST_SUFFIXES, directive_heads, rst_directives
 
 __all__ = [
     "ITEM_SEPARATOR",
@@ -152,6 +158,10 @@ _FAMILIES = {
     "jvm": _Family(_JVM, _JVM_MEMBER, braces=True, comment=_SLASH_COMMENT),
     "c": _Family(_C, _C_FUNCTION, braces=True, comment=_C_COMMENT, c_like=True),
 }
+#: reStructuredText's object directives, read as definitions (``_rst_outline``): only
+#: whether a body is braces matters (``CodeOutline.end``: a directive's body is its
+#: indented lines).
+_RST_FAMILY = _Family(re.compile(r"\.\."), None, braces=False, comment=re.compile(r"\.\.\s"))
 _SUFFIXES = {
     **dict.fromkeys((".py", ".pyi", ".pyw"), "python"),
     ".rs": "rust",
@@ -280,6 +290,8 @@ def code_outline(suffix: str, lines: Sequence[bytes]) -> CodeOutline | None:
     scan; ``None`` when the suffix names no language family here. Every header the
     item scan opens is a start, at any nesting (a method, a nested function, a
     ``#define``), whether a body followed or not."""
+    if suffix.lower() in RST_SUFFIXES:
+        return _rst_outline(lines)
     family = _FAMILIES.get(_SUFFIXES.get(suffix.lower(), ""))
     if family is None:
         return None
@@ -290,6 +302,21 @@ def code_outline(suffix: str, lines: Sequence[bytes]) -> CodeOutline | None:
     # Sorted and once each whatever the lines above a header were (a decorator whose
     # arguments hold another header): a cut is looked up by bisection.
     return CodeOutline(tuple(sorted(found)), at, found, family)
+
+
+def _rst_outline(lines: Sequence[bytes]) -> CodeOutline:
+    """A reStructuredText file's object directives as definitions (``_rst``): each
+    starts at its ``..`` line and holds the lines indented deeper, and a line's item
+    is the directives that hold it (``confval html_sidebars``), as a function's is."""
+    heads, held = rst_directives(lines)
+    items = {number: _joined(found) for number, found in held.items()}
+    return CodeOutline(tuple(sorted(heads)), items, heads, _RST_FAMILY)
+
+
+def _joined(heads: Sequence[str]) -> str | None:
+    """The outermost and the innermost of ``heads`` as one label, ``None`` for none."""
+    shown = heads if len(heads) <= 2 else [heads[0], heads[-1]]
+    return ITEM_SEPARATOR.join(shown) or None
 
 
 #: Lines just above a definition that belong to it: a decorator or annotation
@@ -460,7 +487,11 @@ def defined_names(suffix: str, text: str) -> list[str]:
     ``code_items`` reads a header. Without the file around them a line's container is
     guessed by its indent (C: a function at column 0; JavaScript, Java: a method
     indented), and a function counts only when its body opens (``{`` before ``;``), so
-    a prototype, a declaration or a call names none. Empty for a language not known."""
+    a prototype, a declaration or a call names none. In reStructuredText, the names
+    its object directives describe (``.. confval:: html_sidebars``: html_sidebars).
+    Empty for a language not known."""
+    if suffix.lower() in RST_SUFFIXES:
+        return [name for head in directive_heads(text) if (name := item_name(head))]
     language = _SUFFIXES.get(suffix.lower(), "")
     family = _FAMILIES.get(language)
     if family is None:

@@ -241,7 +241,9 @@ def title_attribute(title: str, cite: str) -> str:
     nothing. A title that is its cite then the item a code chunk starts in
     (``src/lib.rs L40-52 · in impl Foo › fn build``) adds ``in="impl Foo › fn build"``;
     one that names the cite's file then a section (``docs/x.md § Usage`` for
-    ``docs/x.md L10-30``) adds ``section="Usage"``; any other title (a memory's
+    ``docs/x.md L10-30``) adds ``section="Usage"``, and then the item it sits in
+    (``docs/conf.rst § Options · in confval html_sidebars``) adds
+    ``section="Options" in="confval html_sidebars"``; any other title (a memory's
     headline, an MCP resource's name) is shown as ``title="…"``, less any cite it
     starts with and the separator after it (``ADR 0002: Bounded queues`` cited as
     ``ADR 0002`` shows ``title="Bounded queues"``). On one line (controls as spaces,
@@ -261,6 +263,19 @@ def title_attribute(title: str, cite: str) -> str:
             name, shown = "in", shown[3:]
     elif file and shown.startswith(f"{file} § "):
         name, shown = "section", shown[len(file) + 3 :]
+        # A reStructuredText chunk in a section and inside a directive (an option's
+        # text): both, each named as it is alone.
+        section, sep, item = shown.rpartition(_ITEM_MARK)
+        if sep and section and item:
+            return _attribute("section", section) + _attribute("in", item)
+    return _attribute(name, shown)
+
+
+#: Between a chunk's title and the item it sits in (``hostd.chunking.with_item``).
+_ITEM_MARK = " · in "
+
+
+def _attribute(name: str, shown: str) -> str:
     if len(shown) > TITLE_CHARS:
         shown = shown[: TITLE_CHARS - 1] + "…"
     return f' {name}="{escape_attribute(shown)}"' if shown else ""

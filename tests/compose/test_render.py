@@ -17,6 +17,7 @@ from hostd.compose import (
     neutralize_controls,
     neutralize_fences,
     render_frame,
+    title_attribute,
 )
 from hostd.compose._render import TITLE_CHARS, rendered_size
 from hostd.protocol import FrameId, canonical_token_cost
@@ -264,6 +265,29 @@ def test_a_code_chunks_item_and_a_markdown_chunks_section_show_on_its_fence() ->
     assert section and all(ln.endswith(' section="Rotating the keys">') for ln in section)
     # Only what the cite does not say: the range and the path are not repeated.
     assert all(ln.count("registry.py") + ln.count("guide.md") == 1 for ln in lines)
+
+
+def test_an_rst_chunk_inside_an_option_shows_its_section_and_the_option() -> None:
+    from pathlib import Path
+
+    from hostd.chunking import chunk_file, chunk_frame
+
+    text = "Options for HTML output\n-----------------------\n\n.. confval:: html_sidebars\n\n"
+    text += "".join(f"   Sentence {i} on the sidebar templates of a page.\n" for i in range(40))
+    rel = "doc/usage/configuration.rst"
+    chunks = chunk_file(Path("/repo") / rel, rel, text.encode())
+    lines = [_fence_line(render_frame("files", chunk_frame(c, 0.5))) for c in chunks]
+    assert lines[0].endswith(' section="Options for HTML output">')
+    assert len(lines) > 1 and all(
+        ln.endswith(' section="Options for HTML output" in="confval html_sidebars">')
+        for ln in lines[1:]
+    )
+
+
+def test_a_title_naming_a_section_and_an_item_shows_both() -> None:
+    shown = title_attribute("d.rst § A · in confval x", "d.rst L5-9")
+    assert shown == ' section="A" in="confval x"'
+    assert title_attribute("d.md § Usage", "d.md L5-9") == ' section="Usage"'
 
 
 @pytest.mark.parametrize(

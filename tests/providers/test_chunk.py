@@ -136,7 +136,7 @@ def test_chunks_cover_every_line_with_text_and_digest_their_range(
 ) -> None:
     data = text.encode("utf-8")
     lines = split_lines(data)
-    for name in ("x.md", "x.py"):
+    for name in ("x.md", "x.py", "x.rst"):
         chunks = chunk_file(
             Path("/r") / name, name, data, window, max_tokens=max_tokens, min_tokens=min_tokens
         )
@@ -153,7 +153,7 @@ def test_chunks_cover_every_line_with_text_and_digest_their_range(
 
 @given(
     st.text(alphabet=st.sampled_from("ab _(#\n`é"), max_size=600),
-    st.sampled_from(["none", "markdown", "paragraphs"]),
+    st.sampled_from(["none", "markdown", "rst", "paragraphs"]),
     st.integers(1, 9),
     st.integers(0, 40),
 )

@@ -150,3 +150,26 @@ def test_a_cache_that_does_not_say_the_names_is_scanned_once_then_written_with_t
     after.build()
     assert scanned == [] and after.index_loaded
     assert _defines(after) == _defines(cold)
+
+
+def test_a_confval_directive_defines_its_option_over_the_pages_that_mention_it(
+    tmp_path: Path,
+) -> None:
+    """``.. confval:: html_sidebars`` defines ``html_sidebars`` as a ``def`` would: a
+    question spelling it ranks the option's own text above the pages that only cite it."""
+    (tmp_path / "doc").mkdir()
+    body = "".join(f"   Line {i} of the option's description, plain words.\n" for i in range(4))
+    (tmp_path / "doc" / "configuration.rst").write_text(
+        "Options for HTML output\n-----------------------\n\n"
+        f".. confval:: html_sidebars\n   :type: dict\n\n{body}\n"
+        ".. confval:: html_title\n\n   The title of the pages.\n"
+    )
+    for i in range(6):
+        (tmp_path / "doc" / f"theme{i}.rst").write_text(
+            f"Theme {i}\n=======\n\nThe sidebars of theme {i} are set with "
+            ":confval:`html_sidebars`; see :confval:`html_sidebars` for where "
+            "html_sidebars is documented.\n"
+        )
+    hits = _index(tmp_path).search("where do we document html_sidebars")
+    assert hits[0].chunk.rel == "doc/configuration.rst"
+    assert "html_sidebars" in defined_names(".rst", hits[0].chunk.text)
