@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pydantic import BaseModel
 
 from hostd.cli import build_parser
@@ -218,26 +219,32 @@ def _documented() -> tuple[set[str], set[str]]:
     return {t for t in tokens if not t.endswith(".*")}, {t[:-1] for t in tokens if t.endswith("*")}
 
 
-def test_the_collector_finds_events_of_every_kind() -> None:
-    events = emitted_events()
+@pytest.fixture(scope="module")
+def events() -> dict[str, tuple[bool, str]]:
+    """The events the code emits, collected once for the tests below (a walk of every
+    module's syntax tree, seconds of CPU): none of them changes what it is given."""
+    return emitted_events()
+
+
+def test_the_collector_finds_events_of_every_kind(events: dict[str, tuple[bool, str]]) -> None:
     # A plain call, a logger passed in, a hand-written line, and names built at run time.
     for name in ("provider.start.failed", "provider.leg", "compose.audit", "request.done"):
         assert events.get(name, (True,))[0] is False, name
     assert events["verify."][0] and events["provider.process."][0]
 
 
-def test_every_emitted_event_name_is_dotted() -> None:
-    bad = {n: w for n, (p, w) in emitted_events().items() if not p and not EVENT_NAME.match(n)}
+def test_every_emitted_event_name_is_dotted(events: dict[str, tuple[bool, str]]) -> None:
+    bad = {n: w for n, (p, w) in events.items() if not p and not EVENT_NAME.match(n)}
     assert bad == {}
 
 
-def test_every_emitted_log_event_is_in_docs_logging_md() -> None:
+def test_every_emitted_log_event_is_in_docs_logging_md(events: dict[str, tuple[bool, str]]) -> None:
     # A documented ``a.b.*`` covers only names built at run time: an event with a name
     # of its own is named in full, with its fields (``provider.process.started`` is in
     # every log, so a reader looks it up).
     names, prefixes = _documented()
     missing = []
-    for name, (is_prefix, where) in sorted(emitted_events().items()):
+    for name, (is_prefix, where) in sorted(events.items()):
         covered = is_prefix and any(name.startswith(p) for p in prefixes)
         if not covered and name not in names:
             missing.append(f"{name}{'*' if is_prefix else ''} ({where})")

@@ -64,10 +64,22 @@ def test_the_published_git_server_passes(tmp_path: Path) -> None:
     assert checks["shutdown"]["detail"] == "exited with 0 when stdin closed"
 
 
-def test_a_fixture_server_passes_with_its_files_matching(tmp_path: Path) -> None:
-    corpus = _corpus(tmp_path / "c")
+@pytest.fixture(scope="module")
+def fixture_server_checked(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[int, dict[str, dict[str, Any]]]:
+    """One check of the SDK fixture server over a small corpus, read by each test that
+    asks nothing else of it (a check starts two interpreters: this command's and the
+    server's; the tests only read its rows)."""
+    corpus = _corpus(tmp_path_factory.mktemp("fixture-server") / "c")
     server = [sys.executable, "-m", "tests.mcp.sdk_server", "--root", str(corpus)]
-    code, checks = _check("--goal", "how does the cache evict", "--", *server)
+    return _check("--goal", "how does the cache evict", "--", *server)
+
+
+def test_a_fixture_server_passes_with_its_files_matching(
+    fixture_server_checked: tuple[int, dict[str, dict[str, Any]]],
+) -> None:
+    code, checks = fixture_server_checked
     assert code == 0, checks
     assert checks["file sources"]["passed"] and not checks["file sources"]["skipped"]
 
@@ -112,10 +124,10 @@ def test_a_server_with_no_resources_and_no_tool_named_lists_its_tools(tmp_path: 
     )
 
 
-def test_the_tools_row_lists_what_the_server_offers(tmp_path: Path) -> None:
-    corpus = _corpus(tmp_path / "c")
-    server = [sys.executable, "-m", "tests.mcp.sdk_server", "--root", str(corpus)]
-    code, checks = _check("--goal", "cache", "--", *server)
+def test_the_tools_row_lists_what_the_server_offers(
+    fixture_server_checked: tuple[int, dict[str, dict[str, Any]]],
+) -> None:
+    code, checks = fixture_server_checked
     assert code == 0, checks
     assert checks["tools"] == {
         **checks["tools"],
