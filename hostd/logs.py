@@ -1,8 +1,8 @@
 """structlog set-up and the daemon's log events.
 
 Owns the log format: JSON lines (one object per event) to stderr or a file,
-``timestamp`` (UTC, ISO 8601), ``level``, dotted ``event`` names, and whatever
-is bound in contextvars (``request_id`` for the life of a client request).
+``timestamp`` (UTC, ISO 8601), ``level``, dotted ``event`` names, and the
+``request_id`` of the client request the logging task serves (``REQUEST_ID``).
 It also owns the events that describe a composition's evidence: one
 ``compose.audit.summary`` (counts per disposition, reason and provider) with
 per-entry ``compose.audit`` events as ``[log] audit`` says (``summary``:
@@ -29,6 +29,7 @@ import traceback
 import zlib
 from collections import Counter
 from collections.abc import Iterable, Mapping, MutableMapping
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import IO, TYPE_CHECKING, Any, Literal
 
@@ -45,7 +46,7 @@ import structlog
 __all__ = [
     "AUDIT_MODES",
     "LEVELS",
-    "begin_request",
+    "REQUEST_ID",
     "bind_request",
     "configure_logging",
     "end_request",
@@ -62,6 +63,12 @@ LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40}
 AUDIT_MODES = ("summary", "sample", "entries")
 AuditMode = Literal["summary", "sample", "entries"]
 
+#: The client request the running task serves (None outside one): every event the task
+#: logs carries it as ``request_id``. A request's task sets it (``set``, no undo: a task
+#: runs in its own copy of the context, so the value ends with it), and a task started
+#: in an empty context (the transport's long-lived readers) has none.
+REQUEST_ID: ContextVar[str | None] = ContextVar("hostd_request_id", default=None)
+
 #: The configured threshold; per-entry events are not even built below it (hot path).
 _LEVEL = LEVELS["info"]
 _AUDIT: AuditMode = "summary"
@@ -69,6 +76,16 @@ _AUDIT_SAMPLE = 0.0
 
 #: Keys that may carry content or secrets; dropped from every event whatever its source (C8).
 _REDACTED_KEYS = frozenset({"content", "token", "authorization", "password", "secret", "prompt"})
+
+
+def _add_request_id(
+    _logger: Any, _name: str, event: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    """The processor that gives an event its task's ``request_id`` (unless it names one)."""
+    request_id = REQUEST_ID.get()
+    if request_id is not None:
+        event.setdefault("request_id", request_id)
+    return event
 
 
 def _redact(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
@@ -309,7 +326,7 @@ def configure_logging(
     atexit.register(flush_logs)
     structlog.configure(
         processors=[
-            structlog.contextvars.merge_contextvars,
+            _add_request_id,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             _redact,
@@ -358,22 +375,15 @@ def set_audit(settings: LogSettings) -> None:
     _AUDIT, _AUDIT_SAMPLE = settings.audit, settings.audit_sample
 
 
-def bind_request(request_id: str, **extra: Any) -> None:
-    """Bind ``request_id`` so every event this task (and its children) logs carries it."""
-    structlog.contextvars.bind_contextvars(request_id=request_id, **extra)
+def bind_request(request_id: str) -> None:
+    """Set ``request_id`` (``REQUEST_ID``) so every event this task (and the tasks it
+    starts) logs carries it."""
+    REQUEST_ID.set(request_id)
 
 
-def unbind_request(*keys: str) -> None:
-    """Forget the bound ``request_id`` (and ``keys``) in this context."""
-    structlog.contextvars.unbind_contextvars("request_id", *keys)
-
-
-def begin_request(request_id: str) -> float:
-    """A client request's start: ``request_id`` bound (``bind_request``), and the time
-    its ``request.done`` measures from; 0.0 when that event is below the log level (it
-    is not written, so the clock is not read)."""
-    structlog.contextvars.bind_contextvars(request_id=request_id)
-    return time.perf_counter() if _LEVEL <= LEVELS["info"] else 0.0
+def unbind_request() -> None:
+    """Forget the request id set in this context."""
+    REQUEST_ID.set(None)
 
 
 def end_request(
@@ -385,7 +395,8 @@ def end_request(
     error_reason: str | None,
 ) -> None:
     """A client request's end: one ``request.done`` (info; none when ``logger`` is None)
-    with its ``duration_ms`` since ``started`` (``begin_request``), then every buffered
+    with its ``duration_ms`` since ``started`` (``time.perf_counter`` at its start; the
+    server reads it only when this event is written), then every buffered
     line written (one write for all the events the request caused). Below the log level
     the event is not even built."""
     if logger is not None and _LEVEL <= LEVELS["info"]:
@@ -448,9 +459,10 @@ def _write_audit(
     legs: Iterable[Mapping[str, Any]],
 ) -> None:
     entries = list(entries)
-    context = structlog.contextvars.get_contextvars()
+    request_id = REQUEST_ID.get()
+    context = {"request_id": request_id} if request_id is not None else {}
     stamp = datetime.now(UTC).isoformat().replace("+00:00", "Z")
-    at_info = _entries_at_info(entries, str(context.get("request_id", "")))
+    at_info = _entries_at_info(entries, request_id or "")
     lines = []
     if at_info is None or at_info or _LEVEL <= LEVELS["debug"]:
         for i, entry in enumerate(entries):

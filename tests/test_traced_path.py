@@ -111,6 +111,10 @@ def test_the_tracer_still_traces_a_composition() -> None:
     # One engine clock: anyio's time read by one engine function, not by each caller.
     readers = [c for c in out["crossing_calls"] if c.endswith("._eventloop:current_time")]
     assert len([c for c in readers if c.startswith("hostd.engine.")]) <= 1, readers
+    # A request's log scope: its id set in its own task (no call into the log, nor into
+    # structlog, at its start); the one call into the log is its end (request.done).
+    assert not any(name.startswith("structlog.") for name in names), names
+    assert {name for name in names if name.startswith("hostd.logs:")} == {"hostd.logs:end_request"}
     # A socket's wait is one library entry: the call and the coroutine it returns.
     assert (
         not {

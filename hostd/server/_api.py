@@ -16,12 +16,15 @@ path itself (floors, fan-out, strategy, composition, recording, the report) is
 from __future__ import annotations
 
 import inspect
+import time
 from collections import Counter
 from collections.abc import Awaitable, Iterable, Mapping
 from typing import Any, Protocol
 
 from pydantic import ValidationError
 
+from hostd._log import INFO
+from hostd._log import level as log_level
 from hostd.errors import (
     HostdError,
     RpcError,
@@ -31,7 +34,7 @@ from hostd.errors import (
     error_to_wire,
     unknown_provider,
 )
-from hostd.logs import begin_request, end_request, get_logger
+from hostd.logs import REQUEST_ID, end_request, get_logger
 from hostd.pipeline import Pipeline, Progress
 from hostd.protocol import ForgetRequest, RememberRequest
 from hostd.rpc import DirectDispatcher, Dispatcher, Method, error_reply, reply_id, tag_request
@@ -318,6 +321,15 @@ DISPATCHER = Dispatcher(METHODS, on_error=_log_failure)
 DIRECT = DirectDispatcher(METHODS, on_error=_log_failure)
 
 
+def _begin(daemon: DaemonState) -> tuple[str, float]:
+    """A request's start: its id, set for the log (``REQUEST_ID``, in the request's own
+    task: nothing to undo at its end), and the time its ``request.done`` measures from
+    (0.0 when that event is below the level: it is not written, so no clock is read)."""
+    request_id = daemon.new_request_id()
+    REQUEST_ID.set(request_id)
+    return request_id, time.perf_counter() if log_level.at <= INFO else 0.0
+
+
 def _done(daemon: DaemonState, method: Any, connection: str, started: float, error: Any) -> None:
     """A request's end: counted, one ``request.done`` (not for ``$/cancel``), logs written."""
     daemon.counters["requests_total"] += 1
@@ -343,8 +355,7 @@ def _refusal(daemon: DaemonState, method: Any, msg: Any) -> dict[str, Any] | Non
 
 async def dispatch_one(daemon: DaemonState, connection: Peer, msg: Any) -> Any:
     """Dispatch one request object (not a batch) and return its reply (None: no reply)."""
-    request_id = daemon.new_request_id()
-    started = begin_request(request_id)  # bound for the log; 0.0 if no request.done
+    request_id, started = _begin(daemon)
     method = msg.get("method") if isinstance(msg, dict) else None
     refused = _refusal(daemon, method, msg)
     if refused is not None:
@@ -359,8 +370,7 @@ async def dispatch_one(daemon: DaemonState, connection: Peer, msg: Any) -> Any:
 async def answer_one(daemon: DaemonState, connection: Peer, msg: Any) -> bytes | None:
     """``dispatch_one``, its reply encoded by the same call into the dispatcher: the line
     to write (None: no reply)."""
-    request_id = daemon.new_request_id()
-    started = begin_request(request_id)  # bound for the log; 0.0 if no request.done
+    request_id, started = _begin(daemon)
     method = msg.get("method") if isinstance(msg, dict) else None
     refused = _refusal(daemon, method, msg)
     if refused is not None:
@@ -380,8 +390,7 @@ async def call_local(
     on_progress: Progress | None = None,
 ) -> Any:
     """One in-process call: ``method``'s result, or the ``RpcError`` the wire would answer."""
-    request_id = daemon.new_request_id()
-    started = begin_request(request_id)
+    request_id, started = _begin(daemon)
     if daemon.stopping and method != "$/cancel":
         wire = tag_request(
             {"error": error_to_wire(ShuttingDown("hostd is shutting down"))}, request_id

@@ -1,0 +1,122 @@
+"""A request's log scope: its id on every event its task logs, gone with the task, and
+the clock of its ``request.done`` read only when that event is written."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import pytest
+import structlog
+
+import hostd.logs as logs
+from hostd._log import level as log_level
+from hostd.pipeline import Pipeline
+from hostd.server._api import _begin, answer_one, call_local
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for name in ("_OUT", "_FILE", "_LEVEL", "_AUDIT", "_AUDIT_SAMPLE", "_render"):
+        monkeypatch.setattr(logs, name, getattr(logs, name))
+    monkeypatch.setattr(log_level, "at", log_level.at)
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    for handler in handlers:
+        root.addHandler(handler)
+    root.setLevel(level)
+    structlog.reset_defaults()
+    logs.REQUEST_ID.set(None)
+
+
+class _Daemon:
+    """What the methods read of a daemon; ``host/status`` logs one warning."""
+
+    def __init__(self) -> None:
+        self.counters: Counter[str] = Counter()
+        self.stopping = False
+        self._n = 0
+
+    @property
+    def pipeline(self) -> Pipeline:
+        raise AssertionError("no method here reaches the pipeline")
+
+    def new_request_id(self) -> str:
+        self._n += 1
+        return f"t-{self._n}"
+
+    def status(self) -> dict[str, Any]:
+        # A fresh logger: warning, so the test's level writes it (and no request.done).
+        logs.get_logger("test.status").warning("status.read")
+        return {"ok": True}
+
+    def request_stop(self, reason: str) -> None:
+        raise AssertionError(reason)
+
+    async def reload(self, trigger: str) -> dict[str, Any]:
+        raise AssertionError(trigger)
+
+
+class _Peer:
+    name: str = "t"
+    peer: str | None = None
+
+    async def send(self, obj: Any) -> None:
+        raise AssertionError(obj)
+
+    def cancel(self, id_: Any) -> None:
+        raise AssertionError(id_)
+
+
+def _status(id_: int) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": id_, "method": "host/status"}
+
+
+async def test_every_event_of_a_request_carries_its_id_and_no_other_task_sees_it() -> None:
+    out = io.StringIO()
+    logs.configure_logging("warning", stream=out)
+    daemon = _Daemon()
+    replies: list[Any] = []
+
+    async def one(id_: int) -> None:
+        line = await answer_one(daemon, _Peer(), _status(id_))
+        assert line is not None
+        replies.append(json.loads(line))
+
+    async with anyio.create_task_group() as tg:  # each request in its own task
+        tg.start_soon(one, 1)
+        tg.start_soon(one, 2)
+    assert logs.REQUEST_ID.get() is None  # the requests' ids ended with their tasks
+    # In-process, the caller's own task runs the request: its id is set there.
+    assert await call_local(daemon, _Peer(), "host/status", None) == {"ok": True}
+    in_caller = logs.REQUEST_ID.get()
+    logs.flush_logs()
+    events = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert sorted(e["request_id"] for e in events if e["event"] == "status.read") == [
+        "t-1",
+        "t-2",
+        "t-3",
+    ]
+    assert sorted(r["result"]["ok"] for r in replies) == [True, True]
+    assert in_caller == "t-3"
+    assert daemon.counters["requests_total"] == 3
+
+
+@pytest.mark.parametrize(("level", "clock"), [("info", True), ("warning", False)])
+def test_a_requests_start_reads_the_clock_only_when_its_done_event_is_written(
+    level: str, clock: bool
+) -> None:
+    logs.configure_logging(level, stream=io.StringIO())
+    request_id, started = _begin(_Daemon())
+    assert (request_id, logs.REQUEST_ID.get()) == ("t-1", "t-1")
+    assert (started > 0) is clock
