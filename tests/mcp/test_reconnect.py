@@ -44,6 +44,7 @@ def _text(result: Any) -> str:
     return result.content[0].text
 
 
+@pytest.mark.slow
 async def test_connect_follows_the_daemon_through_a_restart(
     start_daemon: Any, workdir: Path, marker: str
 ) -> None:

@@ -47,6 +47,7 @@ def _pieces(text: str) -> int:
     return piece_counter()([text])[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("limit", [None, MODEL_WINDOW], ids=["default", "window"])
 def test_every_chunk_of_this_repository_fits_its_piece_budget(limit: int | None) -> None:
     extra: dict[str, Any] = {} if limit is None else {"chunk_tokens": limit}

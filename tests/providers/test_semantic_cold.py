@@ -36,6 +36,7 @@ def _corpus(root: Path) -> None:
     (root / "notes.txt").write_text("".join(lines))
 
 
+@pytest.mark.slow
 async def test_a_cold_semantic_provider_warms_without_a_restart_and_shows_progress(
     tmp_path: Path,
 ) -> None:
@@ -102,6 +103,7 @@ async def test_a_cold_semantic_provider_warms_without_a_restart_and_shows_progre
     assert list(tmp_path.glob("corpus-*.json"))  # noqa: ASYNC240 - the host has stopped
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(400)  # two cold model loads: a generous hang guard on a loaded machine
 async def test_a_build_stopped_midway_keeps_its_chunks_and_every_embedded_batch(
     tmp_path: Path,

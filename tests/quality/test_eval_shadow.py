@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 
 from hostd.compose import compose_for_prompt, strategy_from_wire
 from hostd.protocol import ContextFrame
@@ -183,6 +184,7 @@ def test_records_in_a_tokenizer_not_set_here_are_said_to_replay_in_canonical_tok
         )
 
 
+@pytest.mark.slow
 def test_eval_from_shadow_says_what_its_table_cannot_and_can_leave_the_fit_out(
     tmp_path: Path,
 ) -> None:

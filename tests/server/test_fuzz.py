@@ -393,6 +393,7 @@ class Wire:
             return out
 
 
+@pytest.mark.slow
 async def test_ten_thousand_generated_lines_each_get_the_answer_they_deserve(
     workdir: Path, marker: str
 ) -> None:

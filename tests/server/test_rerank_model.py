@@ -31,6 +31,7 @@ def tiny(tmp_path: Path) -> Path:
     return build(tmp_path / "tiny-ce")
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_through_the_daemon_the_composition_follows_the_model(
     start_daemon: Any, marker: str, tiny: Path
