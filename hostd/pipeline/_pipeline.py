@@ -179,7 +179,8 @@ class Pipeline:
         host = self.config.host
         tokenizer = load_tokenizer(host.tokenizer) if host.tokenizer is not None else None
         # 1. read the request and price the floors, in one call: the strategy parsed, the
-        # provider ids it and the caps name checked, the placement, then the floors.
+        # provider ids it and the caps name checked, the placement, then the floors, and
+        # the providers' query built for what the floors leave.
         # Admitted before ranking: priced once, they fail before any provider is asked
         # (FloorsExceedBudget, no silent drop); the providers split what is left.
         # Counting in a model's tokens, or a policy priced by what was offered (MMR's
