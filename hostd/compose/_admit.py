@@ -9,8 +9,9 @@ configured ones (``UnknownProvider``, its message naming the configured ids; ``"
 names the rest), the placement
 (``InvalidParam``), then the floors, priced once (``check_floors``:
 ``FloorsExceedBudget`` when they alone overflow the budget). What comes back is what
-the fan-out and ``compose_for_prompt`` take: the strategy, the placement and the
-admitted floors (``contested``: what they leave for the providers).
+the fan-out and ``compose_for_prompt`` take: the strategy, the placement, the
+admitted floors (``contested``: what they leave for the providers) and, given the
+query's fields, the ``ContextQuery`` the providers are asked, for ``contested`` tokens.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 
 from hostd._param_words import given, refusal
 from hostd.errors import InvalidParam, UnknownProvider, unknown_provider
+from hostd.protocol import ContextQuery
 
 from ._floors import AdmittedFloors, FloorInput, check_floors
 from ._meter import Meter, TokenCounter
@@ -33,11 +35,13 @@ __all__ = ["AdmittedRequest", "admit_request"]
 @dataclass(slots=True, frozen=True)
 class AdmittedRequest:
     """A composition's parameters as read: the policy (``None``: the default), the
-    placement and the floors admitted against the budget."""
+    placement, the floors admitted against the budget and the providers' query (``None``
+    when no fields were given for it)."""
 
     strategy: Strategy | None
     placement: str
     floors: AdmittedFloors
+    query: ContextQuery | None = None
 
 
 def admit_request(
@@ -49,12 +53,14 @@ def admit_request(
     floors: Iterable[FloorInput] = (),
     providers: Collection[str] = (),
     tokenizer: TokenCounter | Meter | None = None,
+    query: Mapping[str, Any] | None = None,
 ) -> AdmittedRequest:
     """The request's strategy, placement and floors, read and checked in that order (see
     the module's docstring): ``providers`` are the configured ids the caps and the
     strategy's weights may name; ``tokenizer`` counts the floors as ``check_floors``
-    does (pass the same to ``compose_for_prompt``). Pure: a tokenizer's caller may run
-    it in a worker thread."""
+    does (pass the same to ``compose_for_prompt``); ``query``: the ``ContextQuery``'s
+    fields but ``max_tokens``, which is what the floors leave. Pure: a tokenizer's
+    caller may run it in a worker thread."""
     try:
         policy = strategy_from_wire(strategy) if strategy is not None else None
     except (ValueError, TypeError) as exc:
@@ -67,7 +73,11 @@ def admit_request(
     if placement not in PLACEMENTS:
         said = refusal("placement", f"got {given(placement)}", f"one of {', '.join(PLACEMENTS)}")
         raise InvalidParam(said, field="placement")
-    return AdmittedRequest(policy, placement, check_floors(floors, budget, tokenizer=tokenizer))
+    admitted = check_floors(floors, budget, tokenizer=tokenizer)
+    # The providers' query, built here where its max_tokens is worked out: the pipeline
+    # hands it to the engine as it is.
+    asked = None if query is None else ContextQuery(**query, max_tokens=admitted.contested)
+    return AdmittedRequest(policy, placement, admitted, asked)
 
 
 def _check_named(field: str, shares: Mapping[str, Any], providers: Collection[str]) -> None:

@@ -144,9 +144,10 @@ class Pipeline:
         raw = self._usage.get(request_id)
         return None if raw is None else orjson.loads(raw)
 
-    def _remember_usage(self, request_id: str, usage: dict[str, Any]) -> None:
-        # Serialised, not kept as an object graph: a report lists every served FrameId.
-        self._usage[request_id] = orjson.dumps(usage)
+    def _remember_usage(self, request_id: str, usage: dict[str, Any] | bytes) -> None:
+        # Serialised, not kept as an object graph: a report lists every served FrameId
+        # (a composition's comes serialised by its reply step, ``compose_reply``).
+        self._usage[request_id] = usage if isinstance(usage, bytes) else orjson.dumps(usage)
         while len(self._usage) > USAGE_KEPT:
             self._usage.popitem(last=False)
 
@@ -178,7 +179,8 @@ class Pipeline:
         host = self.config.host
         tokenizer = load_tokenizer(host.tokenizer) if host.tokenizer is not None else None
         # 1. read the request and price the floors, in one call: the strategy parsed, the
-        # provider ids it and the caps name checked, the placement, then the floors.
+        # provider ids it and the caps name checked, the placement, then the floors, and
+        # the providers' query built for what the floors leave.
         # Admitted before ranking: priced once, they fail before any provider is asked
         # (FloorsExceedBudget, no silent drop); the providers split what is left.
         # Counting in a model's tokens, or a policy priced by what was offered (MMR's
@@ -197,6 +199,7 @@ class Pipeline:
             floors=[(f.label, f.content, f.position) for f in request.floors],
             providers=self.provider_ids,
             tokenizer=tokenizer,
+            query=_query_fields(request),
         )
         admitted = await anyio.to_thread.run_sync(admit) if tokenizer is not None else admit()
         strategy, placement, floors = admitted.strategy, admitted.placement, admitted.floors
@@ -205,7 +208,8 @@ class Pipeline:
         # per model token of what the floors leave (docs/api.md: tokenizers average 3 to
         # 4.5 bytes a token on code, prose and CJK, and overfetch covers the rest).
         preparer = self._preparers.get(type(strategy))
-        fan = await self._fan_out(request, floors.contested, preparer, progress)
+        assert admitted.query is not None  # its fields were given
+        fan = await self._fan_out(request, admitted.query, preparer, progress)
         # 3. prepare the strategy (state or I/O: calibration maps, the reranker's verdict).
         prepared = (
             _NO_PREPARATION
@@ -244,7 +248,7 @@ class Pipeline:
             merge_max_ratio=host.merge_max_ratio,
             tokenizer=tokenizer,
         )
-        composed, result = await anyio.to_thread.run_sync(compose) if offload else compose()
+        composed, result, usage = await anyio.to_thread.run_sync(compose) if offload else compose()
         explain_caps(result["audit"]["entries"], fan.coverage, request.caps)
         if not result["citations"]:  # nothing included: say the budget that could do
             hint = self._budget_hint(request, result["audit"]["entries"], fan, floors)
@@ -274,7 +278,7 @@ class Pipeline:
         if request.record:  # whether it is on disk, in the place kept for it
             result["recorded"] = recorded
         # 6. report.
-        return self._report(request_id, budget, fan, result, part, prepared)
+        return self._report(request_id, budget, fan, result, part, prepared, usage)
 
     def _budget_hint(
         self,
@@ -307,12 +311,14 @@ class Pipeline:
         result: dict[str, Any],
         part: dict[str, Any],
         prepared: Prepared,
+        kept: bytes | None = None,
     ) -> dict[str, Any]:
         """The reply (``result``: the composition's wire form with the fan-out's ``part``
-        after its audit) finished: UR1's usage kept, ``degraded`` and its reasons, the
-        request id; the composition logged once."""
+        after its audit) finished: UR1's usage kept (``kept``: already serialised, as
+        ``compose_reply`` hands it back), ``degraded`` and its reasons, the request id;
+        the composition logged once."""
         usage = part["usage"]
-        self._remember_usage(request_id, usage)
+        self._remember_usage(request_id, kept if kept is not None else usage)
         degraded = degradations(fan.reports, fan.figures, prepared.degraded, fan.excluded)
         result["degraded"] = bool(degraded)
         result["degraded_reasons"] = [d.to_wire() for d in degraded]
@@ -344,7 +350,8 @@ class Pipeline:
         """One fan-out: its ``context/query`` result (frames per provider, each ranked in
         its provider's own order; with ``rerank`` the reranker's verdict as well)."""
         budget = request.budget or self.config.host.default_budget
-        fan = await self._fan_out(request, budget, None, progress)
+        asked = ContextQuery(**_query_fields(request), max_tokens=budget)
+        fan = await self._fan_out(request, asked, None, progress)
         result: dict[str, Any] = fan.to_wire()
         if rerank:  # the verdict as a strategy value: {"rerank": {order, model, …}}
             query = request.query_text or request.goal
@@ -416,26 +423,18 @@ class Pipeline:
     async def _fan_out(
         self,
         request: QueryRequest,
-        budget: int,
+        query: ContextQuery,
         preparer: Preparer | None,
         progress: Progress | None,
     ) -> FanOut:
-        """Ask the providers for ``budget`` tokens (what the floors left, for compose)."""
+        """Ask the providers ``query`` (its ``max_tokens``: what the floors left, for
+        compose; built by the admission then, as it works that out)."""
         if request.as_of is not None:  # no window: nothing to check (check_timestamp passes None)
             bad_time = check_timestamp(request.as_of, "as_of")
             if bad_time:
                 # Q2/F4: a window the providers could not read is the client's error.
                 raise InvalidParam(f"invalid params: as_of: {bad_time[0].message}", field="as_of")
         chosen = self.chosen(request.providers)
-        query = ContextQuery(
-            goal=request.goal,
-            query_text=request.query_text,
-            kinds=list(request.kinds),
-            anchors=list(request.anchors),
-            max_frames=request.max_frames,
-            max_tokens=budget,
-            as_of=request.as_of,
-        )
         overfetch = request.overfetch
         if overfetch is None and preparer is not None:
             overfetch = preparer.overfetch  # e.g. [reranker] overfetch: a larger pool
@@ -445,7 +444,7 @@ class Pipeline:
         notes = _Notes(progress, len(chosen)) if progress is not None else None
         return await self.engine.query_all(
             query,
-            budget,
+            query.max_tokens,
             providers=request.providers,
             session=request.session,
             timeout_ms=request.timeout_ms,
@@ -508,6 +507,18 @@ class _Notes:
         # With the request's count of legs, so a client shows one total from the start.
         note = {"provider": provider_id, "status": "warming", "warming": progress}
         await self._send({**note, "total": self._total})
+
+
+def _query_fields(request: QueryRequest) -> dict[str, Any]:
+    """The providers' ``ContextQuery`` fields a request gives (all but ``max_tokens``)."""
+    return {
+        "goal": request.goal,
+        "query_text": request.query_text,
+        "kinds": list(request.kinds),
+        "anchors": list(request.anchors),
+        "max_frames": request.max_frames,
+        "as_of": request.as_of,
+    }
 
 
 def _reports(reports: Mapping[str, LegReport]) -> list[dict[str, Any]]:

@@ -55,8 +55,10 @@ class Pending:
 
 class PendingTable(dict[Any, PendingSlot]):
     """Correlation table: id → ``PendingSlot``, a dict (``pop(key, None)`` takes a reply's
-    waiter, ``len`` counts those in flight). Registering goes through ``add``/``put``,
-    which refuse once the stream has ended (``failure``). Remembers ids abandoned by
+    waiter, ``len`` counts those in flight). Registering refuses once the stream has
+    ended (``failure``): ``add`` raises it; an end that keeps a slot of its own (one that
+    settles a future, say: the provider transport's) raises it before it sets the item.
+    Remembers ids abandoned by
     their caller (a timed-out leg) so a late reply is dropped quietly rather than read
     as a correlation fault (H4 is about ids we never sent)."""
 
@@ -75,12 +77,6 @@ class PendingTable(dict[Any, PendingSlot]):
         slot = Pending()
         self[key] = slot
         return slot
-
-    def put(self, key: Any, slot: PendingSlot) -> None:
-        """Register a slot of the caller's own (one that settles a future, say)."""
-        if self.failure is not None:
-            raise self.failure
-        self[key] = slot
 
     def abandon(self, key: Any) -> None:
         if super().pop(key, None) is not None:

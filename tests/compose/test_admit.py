@@ -3,6 +3,8 @@ the request's error, in the documented order (strategy, names, placement, floors
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from hostd.compose import (
@@ -14,6 +16,7 @@ from hostd.compose import (
     strategy_from_wire,
 )
 from hostd.errors import InvalidParam, UnknownProvider
+from hostd.protocol import ContextQuery
 
 PROVIDERS = frozenset({"alpha", "beta"})
 BIG = [("pinned", "word " * 5000, "top")]
@@ -35,6 +38,21 @@ def test_what_it_reads_is_what_the_parsers_read() -> None:
 def test_no_strategy_is_none_and_no_floors_leave_the_whole_budget() -> None:
     got = admit_request(700, placement="grouped", providers=PROVIDERS)
     assert (got.strategy, got.placement, got.floors.contested) == (None, "grouped", 700)
+
+
+def test_the_providers_query_comes_built_for_what_the_floors_leave() -> None:
+    floors = [("pinned", "some pinned text", "top")]
+    fields: dict[str, Any] = {
+        "goal": "g",
+        "query_text": None,
+        "kinds": ["doc"],
+        "anchors": [],
+        "max_frames": 9,
+    }
+    got = admit_request(500, floors=floors, providers=PROVIDERS, query=fields)
+    assert got.query == ContextQuery(**fields, max_tokens=got.floors.contested)
+    assert got.query.max_tokens < 500  # the floors' share is not offered to providers
+    assert admit_request(500, providers=PROVIDERS).query is None  # no fields: no query
 
 
 def test_the_strategy_is_read_first() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,7 +21,7 @@ def test_the_reply_is_the_composition_written_with_the_callers_members(
     pairs: list[tuple[str, ContextFrame]], budget: int, include_content: bool, strategy: str
 ) -> None:
     then: dict[str, Any] = {"recorded": False, "providers": [], "usage": {"frames": 1}}
-    composed, reply = compose_reply(
+    composed, reply, kept = compose_reply(
         pairs, budget, include_content=include_content, then=then, strategy=strategy
     )
     alone = compose_for_prompt(pairs, budget, strategy=strategy)
@@ -33,3 +34,6 @@ def test_the_reply_is_the_composition_written_with_the_callers_members(
     assert list(reply)[-3:] == ["recorded", "providers", "usage"]
     assert reply["usage"] is then["usage"]  # taken as it is, the prompt's size added
     assert then["usage"]["prompt"] == composed.prompt_usage()
+    assert kept is not None and orjson.loads(kept) == reply["usage"]  # kept for usage/report
+    _, _, none = compose_reply(pairs, budget, then={"providers": []}, strategy=strategy)
+    assert none is None  # no usage among the caller's members: nothing to keep

