@@ -120,9 +120,6 @@ class Quotes:
             self._texts[i] = f"\n{text}\n" if text else None
         return self._texts[i]
 
-    def _pair(self, i: int, j: int) -> bool:
-        return self._pids[i] != self._pids[j] and self._placeless[i] != self._placeless[j]
-
     def _inside(self, i: int, j: int) -> bool:
         """Whether ``i``'s whole text lies in ``j``'s (both candidates of a pair)."""
         inner = self._text(i)
@@ -134,8 +131,20 @@ class Quotes:
     def container(self, i: int, admitted: Sequence[int]) -> int | None:
         """The first of ``admitted`` (candidate indices, in admission order) whose text
         holds candidate ``i``'s, as its position in ``admitted``; None when none does."""
+        # Called for every candidate the walk reaches, against every admitted block: the
+        # pair test is inlined, and ``i``'s text is looked up once, at its first pair.
+        pids, placeless = self._pids, self._placeless
+        pid, side = pids[i], placeless[i]
+        inner: str | None = None
         for j, k in enumerate(admitted):
-            if self._pair(i, k) and self._inside(i, k):
+            if placeless[k] == side or pids[k] == pid:
+                continue
+            if inner is None:
+                inner = self._text(i)
+                if inner is None:  # no text: inside nothing
+                    return None
+            outer = self._text(k)
+            if outer is not None and len(inner) <= len(outer) and inner in outer:
                 return j
         return None
 
@@ -143,9 +152,14 @@ class Quotes:
         """Admitted blocks a later one quotes: admission index -> the first later
         admission whose text holds it (the walk skipped any frame an earlier one held)."""
         out: dict[int, int] = {}
+        pids, placeless = self._pids, self._placeless
         for k in range(1, len(admitted)):
+            outer_i = admitted[k]
+            pid, side = pids[outer_i], placeless[outer_i]
             for j in range(k):
-                if j not in out and self._pair(admitted[j], admitted[k]):
-                    if self._inside(admitted[j], admitted[k]):
-                        out[j] = k
+                inner_i = admitted[j]
+                if j in out or placeless[inner_i] == side or pids[inner_i] == pid:
+                    continue
+                if self._inside(inner_i, outer_i):
+                    out[j] = k
         return out
