@@ -89,9 +89,15 @@ def text_links(
 
 class Quotes:
     """Which admitted block already quotes a candidate's text, for the pairs the rule
-    compares (see the module's docstring). Texts are normalised when first compared."""
+    compares (see the module's docstring). Texts are normalised when first compared.
 
-    __slots__ = ("_contents", "_pids", "_placeless", "_texts")
+    The packing walk tells it each block it admits (``admit``) and asks, for each
+    candidate it reaches, which admitted block holds that candidate's text
+    (``container``). Most texts are in no block: the texts admitted on each side
+    (placed, placeless) are kept joined, so that one search of the other side's
+    tells, and the blocks are walked one by one only when it finds the text."""
+
+    __slots__ = ("_admitted", "_contents", "_joined", "_pids", "_placeless", "_sides", "_texts")
 
     def __init__(
         self, pids: Sequence[str], contents: Sequence[str | None], placeless: Sequence[bool]
@@ -100,6 +106,12 @@ class Quotes:
         self._contents = contents
         self._placeless = placeless
         self._texts: dict[int, str | None] = {}
+        #: The candidates admitted so far, in admission order.
+        self._admitted: list[int] = []
+        #: Per side (placeless or not): the texts of the blocks admitted on it, and
+        #: (once searched) those texts joined.
+        self._sides: dict[bool, list[str]] = {False: [], True: []}
+        self._joined: dict[bool, str] = {}
 
     @classmethod
     def of(
@@ -128,21 +140,41 @@ class Quotes:
         outer = self._text(j)
         return outer is not None and len(inner) <= len(outer) and inner in outer
 
-    def container(self, i: int, admitted: Sequence[int]) -> int | None:
-        """The first of ``admitted`` (candidate indices, in admission order) whose text
-        holds candidate ``i``'s, as its position in ``admitted``; None when none does."""
-        # Called for every candidate the walk reaches, against every admitted block: the
-        # pair test is inlined, and ``i``'s text is looked up once, at its first pair.
+    @staticmethod
+    def _in_any(inner: str, texts: list[str], joined: dict[bool, str], side: bool) -> bool:
+        """Whether ``inner`` may lie in one of ``texts`` (the blocks of ``side``): False
+        is sure (a text inside one block is inside them joined), True is to be checked
+        block by block (a match may straddle two)."""
+        if not texts:
+            return False
+        whole = joined.get(side)
+        if whole is None:
+            whole = joined[side] = "\x00".join(texts)
+        return inner in whole
+
+    def admit(self, k: int) -> None:
+        """The walk admitted candidate ``k``'s block (the next admission index)."""
+        self._admitted.append(k)
+        text = self._text(k)
+        if text is not None:
+            side = bool(self._placeless[k])
+            self._sides[side].append(text)
+            self._joined.pop(side, None)
+
+    def container(self, i: int) -> int | None:
+        """The first admitted block (in admission order) whose text holds candidate
+        ``i``'s, as its admission index; None when none does."""
         pids, placeless = self._pids, self._placeless
         pid, side = pids[i], placeless[i]
-        inner: str | None = None
-        for j, k in enumerate(admitted):
+        other = not side
+        if not self._sides[other]:  # nothing admitted that ``i`` could be inside
+            return None
+        inner = self._text(i)
+        if inner is None or not self._in_any(inner, self._sides[other], self._joined, other):
+            return None
+        for j, k in enumerate(self._admitted):
             if placeless[k] == side or pids[k] == pid:
                 continue
-            if inner is None:
-                inner = self._text(i)
-                if inner is None:  # no text: inside nothing
-                    return None
             outer = self._text(k)
             if outer is not None and len(inner) <= len(outer) and inner in outer:
                 return j
@@ -153,13 +185,23 @@ class Quotes:
         admission whose text holds it (the walk skipped any frame an earlier one held)."""
         out: dict[int, int] = {}
         pids, placeless = self._pids, self._placeless
-        for k in range(1, len(admitted)):
-            outer_i = admitted[k]
-            pid, side = pids[outer_i], placeless[outer_i]
-            for j in range(k):
-                inner_i = admitted[j]
-                if j in out or placeless[inner_i] == side or pids[inner_i] == pid:
+        sides: dict[bool, list[str]] = {False: [], True: []}
+        for k in admitted:
+            text = self._text(k)
+            if text is not None:
+                sides[bool(placeless[k])].append(text)
+        joined: dict[bool, str] = {}
+        for j in range(len(admitted) - 1):
+            inner_i = admitted[j]
+            pid, side = pids[inner_i], placeless[inner_i]
+            inner = self._text(inner_i)
+            if inner is None or not self._in_any(inner, sides[not side], joined, not side):
+                continue  # inside no block of the other side: no later one holds it
+            for k in range(j + 1, len(admitted)):
+                outer_i = admitted[k]
+                if placeless[outer_i] == side or pids[outer_i] == pid:
                     continue
                 if self._inside(inner_i, outer_i):
                     out[j] = k
+                    break
         return out
