@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import lru_cache
 from itertools import compress
 
 __all__ = ["Quotes", "normal_text", "text_links"]
@@ -52,6 +53,21 @@ def normal_text(text: str) -> str:
     return text.lstrip("\n").rstrip(" \t\f\v\n")
 
 
+#: Providers offer the same frames turn after turn (the leg audit's memo hands back the
+#: same content strings), and dedup's ``text_links`` and the packing walk's ``Quotes``
+#: both normalise them: a text's normal form is remembered, one lookup on a hit (a
+#: string's hash is kept in it). Bounded: the last 1,024 texts of at most 4,096
+#: characters (a longer one is normalised each time, never kept).
+_NORMAL_KEPT = 1024
+_NORMAL_CHARS = 4096
+_remembered_normal = lru_cache(maxsize=_NORMAL_KEPT)(normal_text)
+
+
+def _normal(text: str) -> str:
+    """``normal_text``, remembered for a text of at most ``_NORMAL_CHARS`` characters."""
+    return _remembered_normal(text) if len(text) <= _NORMAL_CHARS else normal_text(text)
+
+
 def text_links(
     contents: Sequence[str | None], pids: Sequence[str], placeless: Sequence[bool]
 ) -> list[tuple[int, int]]:
@@ -65,7 +81,7 @@ def text_links(
     """
     groups: dict[str, list[int]] = {}
     for i in compress(range(len(contents)), map(bool, contents)):
-        text = normal_text(contents[i])  # type: ignore[arg-type]  # compress kept only str
+        text = _normal(contents[i])  # type: ignore[arg-type]  # compress kept only str
         if text:  # nothing but whitespace is no evidence to join by
             groups.setdefault(text, []).append(i)
     links: list[tuple[int, int]] = []
@@ -128,7 +144,7 @@ class Quotes:
         lines only (``retry = 3`` is not inside ``max_retry = 3``); None without text."""
         if i not in self._texts:
             content = self._contents[i]
-            text = normal_text(content) if content else ""
+            text = _normal(content) if content else ""
             self._texts[i] = f"\n{text}\n" if text else None
         return self._texts[i]
 
