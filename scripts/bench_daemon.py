@@ -208,13 +208,18 @@ async def _level(
 
 
 def _start(
-    config: Path, root: Path | None = None, env: dict[str, str] | None = None
+    config: Path,
+    root: Path | None = None,
+    env: dict[str, str] | None = None,
+    wrapper: tuple[str, ...] = (),
+    wait_s: float = 120,
 ) -> tuple[subprocess.Popen[bytes], Path]:
     """``hostd serve`` of ``root`` (this checkout by default) with ``config``; ``env``
-    is added to its environment."""
+    is added to its environment; ``wrapper`` is the command that runs the interpreter
+    (``valgrind ...``, say), given ``wait_s`` seconds to serve."""
     root = root or ROOT
     daemon = subprocess.Popen(
-        [sys.executable, "-m", "hostd", "--config", str(config), "serve"],
+        [*wrapper, sys.executable, "-m", "hostd", "--config", str(config), "serve"],
         cwd=root,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
@@ -225,7 +230,7 @@ def _start(
     # socket file can exist a moment before its listener does: a connection is refused
     # then). Asked this way, a checkout from before ``--ready-file`` is served alike.
     path = config.parent / "run" / "hostd.sock"
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline and daemon.poll() is None:
         if path.exists():
             probe = sockets.socket(sockets.AF_UNIX, sockets.SOCK_STREAM)

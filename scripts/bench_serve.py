@@ -69,12 +69,13 @@ GOALS = [
 ]
 
 
-def _goals(kind: str, n: int) -> list[str]:
-    """``n`` goals: the five ``GOALS`` in turn, or fresh ones drawn from the corpus."""
+def _goals(kind: str, n: int, root: Path = ROOT) -> list[str]:
+    """``n`` goals: the five ``GOALS`` in turn, or fresh ones drawn from the corpus
+    (the Markdown of ``root``'s docs/)."""
     if kind == "rotate":
         return [GOALS[i % len(GOALS)] for i in range(n)]
     words: set[str] = set()
-    for path in sorted(ROOT.glob("docs/*.md")):
+    for path in sorted(root.glob("docs/*.md")):
         words.update(re.findall(r"[a-z]{5,}", path.read_text(encoding="utf-8").lower()))
     pool = sorted(words)
     draw = random.Random(7)
@@ -105,16 +106,18 @@ CORPORA = {
 }
 
 
-def _commands(db: Path, corpus: str) -> dict[str, list[str]]:
+def _commands(db: Path, corpus: str, root: Path = ROOT) -> dict[str, list[str]]:
+    """The two providers' commands, ``files`` over ``root`` (this checkout by default)."""
     includes = [w for pattern in CORPORA[corpus] for w in ("--include", pattern)]
     return {
-        "files": [sys.executable, "-m", "providers.files", "--root", str(ROOT), *includes],
+        "files": [sys.executable, "-m", "providers.files", "--root", str(root), *includes],
         "memory": [sys.executable, "-m", "providers.memory", "--db", str(db)],
     }
 
 
-def _config(workdir: Path, commands: dict[str, list[str]], corpus: str) -> Path:
-    roots = [f"trusted_roots = [{orjson.dumps(str(ROOT)).decode()}]"] if corpus == "docs" else []
+def _config(workdir: Path, commands: dict[str, list[str]], corpus: str, root: Path = ROOT) -> Path:
+    """The daemon's config: the providers run from ``root``, its trusted root in ``docs``."""
+    roots = [f"trusted_roots = [{orjson.dumps(str(root)).decode()}]"] if corpus == "docs" else []
     lines = [
         "[host]",
         f'socket = "{workdir}/run/hostd.sock"',
@@ -128,7 +131,7 @@ def _config(workdir: Path, commands: dict[str, list[str]], corpus: str) -> Path:
     for pid, words in commands.items():
         words = ["python", *words[1:]]  # "python": the interpreter running hostd
         lines += ["[[provider]]", f'id = "{pid}"', f"command = {orjson.dumps(words).decode()}"]
-        lines += [f'cwd = "{ROOT}"', "timeout_ms = 10000"]
+        lines += [f'cwd = "{root}"', "timeout_ms = 10000"]
     path = workdir / "hostd.toml"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path

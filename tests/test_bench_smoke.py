@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -63,6 +64,12 @@ RUNS: dict[str, tuple[list[str], set[str]]] = {
         # One entry point (the cheapest): the others run the same loop, a fresh interpreter each.
         ["--samples", "1", "--base", str(ROOT), "--entry", "hostd.cli"],
         {"this", "base", "ratio"},
+    ),
+    # Without valgrind here (the plumbing, CPU from /proc); counted by callgrind below.
+    "bench_instructions": (
+        ["--no-valgrind", "--warmup", "1", "--compositions", "2", "--memory-entries", "10"]
+        + ["--against", str(ROOT)],
+        {"this", "against", "ratio"},
     ),
     "bench_integrations": (
         ["--queries", "3", "--k", "2"],
@@ -242,6 +249,27 @@ def test_bench_serve_both_set_ups_through_warming_providers() -> None:
         assert (out["corpus"], out["budget"], out["requests"]) == (corpus, int(budget), 3)
         assert set(out["asked"]) == {"files", "memory"}
         assert out["daemon_exit_code"] == 0
+
+
+@pytest.mark.timeout(450)
+@pytest.mark.skipif(
+    not (shutil.which("valgrind") and shutil.which("callgrind_control")),
+    reason="valgrind (callgrind) is not installed",
+)
+def test_bench_instructions_counts_the_daemon_under_callgrind() -> None:
+    """The daemon runs under callgrind, its count switched on after the warm-up and
+    dumped after the counted compositions: a whole number of instructions each, with
+    the frames those compositions offered and included."""
+    out = _run(
+        "bench_instructions",
+        ["--warmup", "1", "--compositions", "2", "--memory-entries", "10"]
+        + ["--corpus", "docs", "--budget", "2000"],
+    )
+    this = out["this"]
+    assert (out["corpus"], out["budget"], out["compositions"]) == ("docs", 2000, 2)
+    assert this["instructions_per_composition"] > 0, this
+    assert this["frames_included"] > 0 and this["frames_offered"] >= this["frames_included"]
+    assert this["daemon_exit_code"] == 0
 
 
 @pytest.mark.timeout(450)

@@ -131,7 +131,7 @@ def pack(
         if used + smallest > capacity:
             break
         if quotes is not None and out.chosen:
-            quoted_by = quotes.container(i, out.chosen)
+            quoted_by = quotes.container(i)
             if quoted_by is not None:
                 out.contained[i] = quoted_by
                 continue
@@ -167,4 +167,6 @@ def pack(
         out.labels.append(label)
         out.costs.append(cost)
         out.used_after.append(used)
+        if quotes is not None:
+            quotes.admit(i)
     return out

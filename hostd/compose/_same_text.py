@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import lru_cache
 from itertools import compress
 
 __all__ = ["Quotes", "normal_text", "text_links"]
@@ -52,6 +53,21 @@ def normal_text(text: str) -> str:
     return text.lstrip("\n").rstrip(" \t\f\v\n")
 
 
+#: Providers offer the same frames turn after turn (the leg audit's memo hands back the
+#: same content strings), and dedup's ``text_links`` and the packing walk's ``Quotes``
+#: both normalise them: a text's normal form is remembered, one lookup on a hit (a
+#: string's hash is kept in it). Bounded: the last 1,024 texts of at most 4,096
+#: characters (a longer one is normalised each time, never kept).
+_NORMAL_KEPT = 1024
+_NORMAL_CHARS = 4096
+_remembered_normal = lru_cache(maxsize=_NORMAL_KEPT)(normal_text)
+
+
+def _normal(text: str) -> str:
+    """``normal_text``, remembered for a text of at most ``_NORMAL_CHARS`` characters."""
+    return _remembered_normal(text) if len(text) <= _NORMAL_CHARS else normal_text(text)
+
+
 def text_links(
     contents: Sequence[str | None], pids: Sequence[str], placeless: Sequence[bool]
 ) -> list[tuple[int, int]]:
@@ -65,7 +81,7 @@ def text_links(
     """
     groups: dict[str, list[int]] = {}
     for i in compress(range(len(contents)), map(bool, contents)):
-        text = normal_text(contents[i])  # type: ignore[arg-type]  # compress kept only str
+        text = _normal(contents[i])  # type: ignore[arg-type]  # compress kept only str
         if text:  # nothing but whitespace is no evidence to join by
             groups.setdefault(text, []).append(i)
     links: list[tuple[int, int]] = []
@@ -89,9 +105,15 @@ def text_links(
 
 class Quotes:
     """Which admitted block already quotes a candidate's text, for the pairs the rule
-    compares (see the module's docstring). Texts are normalised when first compared."""
+    compares (see the module's docstring). Texts are normalised when first compared.
 
-    __slots__ = ("_contents", "_pids", "_placeless", "_texts")
+    The packing walk tells it each block it admits (``admit``) and asks, for each
+    candidate it reaches, which admitted block holds that candidate's text
+    (``container``). Most texts are in no block: the texts admitted on each side
+    (placed, placeless) are kept joined, so that one search of the other side's
+    tells, and the blocks are walked one by one only when it finds the text."""
+
+    __slots__ = ("_admitted", "_contents", "_joined", "_pids", "_placeless", "_sides", "_texts")
 
     def __init__(
         self, pids: Sequence[str], contents: Sequence[str | None], placeless: Sequence[bool]
@@ -100,6 +122,12 @@ class Quotes:
         self._contents = contents
         self._placeless = placeless
         self._texts: dict[int, str | None] = {}
+        #: The candidates admitted so far, in admission order.
+        self._admitted: list[int] = []
+        #: Per side (placeless or not): the texts of the blocks admitted on it, and
+        #: (once searched) those texts joined.
+        self._sides: dict[bool, list[str]] = {False: [], True: []}
+        self._joined: dict[bool, str] = {}
 
     @classmethod
     def of(
@@ -116,12 +144,9 @@ class Quotes:
         lines only (``retry = 3`` is not inside ``max_retry = 3``); None without text."""
         if i not in self._texts:
             content = self._contents[i]
-            text = normal_text(content) if content else ""
+            text = _normal(content) if content else ""
             self._texts[i] = f"\n{text}\n" if text else None
         return self._texts[i]
-
-    def _pair(self, i: int, j: int) -> bool:
-        return self._pids[i] != self._pids[j] and self._placeless[i] != self._placeless[j]
 
     def _inside(self, i: int, j: int) -> bool:
         """Whether ``i``'s whole text lies in ``j``'s (both candidates of a pair)."""
@@ -131,11 +156,43 @@ class Quotes:
         outer = self._text(j)
         return outer is not None and len(inner) <= len(outer) and inner in outer
 
-    def container(self, i: int, admitted: Sequence[int]) -> int | None:
-        """The first of ``admitted`` (candidate indices, in admission order) whose text
-        holds candidate ``i``'s, as its position in ``admitted``; None when none does."""
-        for j, k in enumerate(admitted):
-            if self._pair(i, k) and self._inside(i, k):
+    @staticmethod
+    def _in_any(inner: str, texts: list[str], joined: dict[bool, str], side: bool) -> bool:
+        """Whether ``inner`` may lie in one of ``texts`` (the blocks of ``side``): False
+        is sure (a text inside one block is inside them joined), True is to be checked
+        block by block (a match may straddle two)."""
+        if not texts:
+            return False
+        whole = joined.get(side)
+        if whole is None:
+            whole = joined[side] = "\x00".join(texts)
+        return inner in whole
+
+    def admit(self, k: int) -> None:
+        """The walk admitted candidate ``k``'s block (the next admission index)."""
+        self._admitted.append(k)
+        text = self._text(k)
+        if text is not None:
+            side = bool(self._placeless[k])
+            self._sides[side].append(text)
+            self._joined.pop(side, None)
+
+    def container(self, i: int) -> int | None:
+        """The first admitted block (in admission order) whose text holds candidate
+        ``i``'s, as its admission index; None when none does."""
+        pids, placeless = self._pids, self._placeless
+        pid, side = pids[i], placeless[i]
+        other = not side
+        if not self._sides[other]:  # nothing admitted that ``i`` could be inside
+            return None
+        inner = self._text(i)
+        if inner is None or not self._in_any(inner, self._sides[other], self._joined, other):
+            return None
+        for j, k in enumerate(self._admitted):
+            if placeless[k] == side or pids[k] == pid:
+                continue
+            outer = self._text(k)
+            if outer is not None and len(inner) <= len(outer) and inner in outer:
                 return j
         return None
 
@@ -143,9 +200,24 @@ class Quotes:
         """Admitted blocks a later one quotes: admission index -> the first later
         admission whose text holds it (the walk skipped any frame an earlier one held)."""
         out: dict[int, int] = {}
-        for k in range(1, len(admitted)):
-            for j in range(k):
-                if j not in out and self._pair(admitted[j], admitted[k]):
-                    if self._inside(admitted[j], admitted[k]):
-                        out[j] = k
+        pids, placeless = self._pids, self._placeless
+        sides: dict[bool, list[str]] = {False: [], True: []}
+        for k in admitted:
+            text = self._text(k)
+            if text is not None:
+                sides[bool(placeless[k])].append(text)
+        joined: dict[bool, str] = {}
+        for j in range(len(admitted) - 1):
+            inner_i = admitted[j]
+            pid, side = pids[inner_i], placeless[inner_i]
+            inner = self._text(inner_i)
+            if inner is None or not self._in_any(inner, sides[not side], joined, not side):
+                continue  # inside no block of the other side: no later one holds it
+            for k in range(j + 1, len(admitted)):
+                outer_i = admitted[k]
+                if placeless[outer_i] == side or pids[outer_i] == pid:
+                    continue
+                if self._inside(inner_i, outer_i):
+                    out[j] = k
+                    break
         return out
