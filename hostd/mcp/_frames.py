@@ -479,6 +479,8 @@ class _Bm25:
         #: ``terms``). Identifiers recur across the pieces of one answer; a query with a
         #: short term (``x``, ``c``) finds most runs, and tokenizes each once.
         self._held: dict[str, list[int]] = {}
+        #: Which terms are numbers (``fit``: a number is weak evidence).
+        self._numbers = np.asarray([t.isdigit() for t in self.terms], dtype=bool)
         self.idf = np.zeros(len(self.terms))
         self.mean_length = 1.0
 
@@ -513,22 +515,40 @@ class _Bm25:
         the IDF and mean length these pieces give for ``score``.
 
         A term most pieces hold (more than half, of ``_COMMON_FROM`` or more) tells none
-        of them apart: when some piece holds a rarer term of the query, a piece that
+        of them apart: when some piece holds a rarer word of the query, a piece that
         holds only such common terms is no match (score 0). Asked about "click shell
         completion", a click handbook's sections all but two say "click", and only the
-        one on shell completion answers. When no piece holds a rarer term, the common
+        one on shell completion answers. When no piece holds a rarer word, the common
         ones are all the query has, and they match as any term does (a design document
-        asked about its billing, which five of its six sections are about)."""
+        asked about its billing, which five of its six sections are about; "the last
+        5 commits to the tutorial", five of seven commits being to the tutorial).
+
+        A number (all digits) is weak evidence: in a question it is more often a count
+        ("the last 5 commits", "top 3") than what the answer is about, and digits
+        recur in dates, versions and sizes. So a rarer number never makes the pieces
+        without it no match, and a piece that holds of the query's words only those
+        every piece holds is scored as if it held none of the numbers, and never above
+        a piece that holds a word of the query some piece lacks: "5" in a commit's
+        date does not put it above the commits to the tutorial. When no piece holds
+        such a word, the numbers tell the pieces apart as any term does ("issue
+        1234" over a list whose every item says "issue")."""
         held = tf > 0
         df = held.sum(axis=0)
         n = len(tf)
         self.idf = np.log1p((n - df + 0.5) / (df + 0.5))
         self.mean_length = max(float(lengths.mean()), 1.0)
         scores = self.score(tf, lengths)
+        words = ~self._numbers
         if n >= _COMMON_FROM:
-            rare = held[:, 2 * df <= n].any(axis=1)
+            rare = held[:, (2 * df <= n) & words].any(axis=1)
             if rare.any():
                 scores = np.where(rare, scores, 0.0)
+        worded = held[:, (df < n) & words].any(axis=1)
+        numbered = held[:, self._numbers].any(axis=1) & ~worded
+        if worded.any() and numbered.any():
+            plain = self.score(np.where(self._numbers, 0.0, tf), lengths)
+            floor = float(scores[worded].min())
+            scores = np.where(numbered, np.minimum(plain, floor), scores)
         return scores
 
     def score(self, tf: np.ndarray, lengths: np.ndarray) -> np.ndarray:
