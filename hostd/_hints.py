@@ -53,7 +53,7 @@ only some: the rest of their evidence is there, less what was dropped).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from hostd._printable import printable
@@ -82,6 +82,7 @@ __all__ = [
     "warming_doing",
     "warming_ids",
     "warming_phases",
+    "warming_starts",
     "warming_state",
     "warming_step",
 ]
@@ -158,6 +159,8 @@ _STEPS = {"read files": "reading files", "index": "indexing chunks", "embed": "e
 #: The phases that use a model (``semantic``'s ``load model`` and ``embed``): only a
 #: provider warming in one of these, or in none known yet, is a model to keep loaded.
 _MODEL_FREE = frozenset({"read files", "index", "load"})
+#: What a provider still starting, with no phase reported, is doing (``warming_starts``).
+_STARTING = "starting its process and handshake"
 
 
 def warming_step(phase: Any) -> str:
@@ -210,6 +213,21 @@ def warming_phases(result: Mapping[str, Any]) -> dict[str, str | None]:
     return out
 
 
+def warming_starts(result: Mapping[str, Any]) -> set[str]:
+    """The warming providers still starting (its leg's code ``starting``: its process
+    spawned, its handshake not answered yet) that reported no phase: all they are doing
+    is starting. An MCP server has no model nor index to speak of."""
+    reports: Sequence[Mapping[str, Any]] = result.get("providers") or []
+    ids = set(warming_ids(result))
+    return {
+        str(p.get("provider_id"))
+        for p in reports
+        if str(p.get("provider_id")) in ids
+        and (p.get("error") or {}).get("code") == "starting"
+        and not isinstance((p.get("error") or {}).get("phase"), str)
+    }
+
+
 def restarting_failures(result: Mapping[str, Any]) -> dict[str, str | None]:
     """The providers whose leg was a crash loop's (``crashed``, code ``restarting``; an
     older daemon's ``warming``), in the reply's order, each with its last failure as its
@@ -259,6 +277,7 @@ def warming_advice(
     where: str,
     config: str = "",
     phases: Mapping[str, str | None] | None = None,
+    starting: Collection[str] = (),
 ) -> str | None:
     """One line saying what to do about the warming providers ``ids`` (None for none).
 
@@ -272,6 +291,11 @@ def warming_advice(
     line about them (a model under ``hostd mcp``): each that reported one is named with
     what it is doing (``warming_step``), and the models are spoken of only when one may
     be loading or using one (a phase that is not model-free, or none known yet).
+    ``starting``: of those, the ones still starting their process and handshake
+    (``warming_starts``): named so, and neither models nor ``hostd warm`` (which
+    builds an index) are spoken of for them; when they are all that is warming, the
+    hint says that each ``hostd mcp`` starts them anew, and how a daemon keeps them
+    running.
     """
     if not ids:
         return None
@@ -281,9 +305,23 @@ def warming_advice(
     else:
         # Before its first step's report it may still be starting: only its name.
         who = ", ".join(
-            f"{pid} ({warming_step(phases[pid])})" if phases.get(pid) else pid for pid in ids
+            f"{pid} ({warming_step(phases[pid])})"
+            if phases.get(pid)
+            else f"{pid} ({_STARTING})"
+            if pid in starting
+            else pid
+            for pid in ids
         )
-        models = any(phases.get(pid) not in _MODEL_FREE for pid in ids)
+        warming = [pid for pid in ids if pid not in starting]
+        models = any(phases.get(pid) not in _MODEL_FREE for pid in warming)
+        if not warming and where == "mcp":
+            return (
+                f"still warming: {who}. hostd goes on starting {'it' if len(ids) == 1 else 'them'} "
+                f"in the background: call compose_context again shortly. Each `hostd mcp` "
+                f"process (a client's session) starts its providers anew; keep `hostd "
+                f"serve{config}` running and give the client `hostd mcp{config} --connect` to "
+                f"keep them running across sessions"
+            )
     if where == "one_shot":
         return (
             f"still warming: {who}. This command stops its providers when it ends, so a "

@@ -515,6 +515,10 @@ class McpToolSettings(_Section):
     name: Annotated[str, Field(min_length=1)]
     #: String values may hold ``{query}`` (the query text) and ``{goal}``.
     arguments: dict[str, Any] = Field(default_factory=dict)
+    #: Offer its answer's head even when none of it matches the goal: context wanted
+    #: whatever is asked (the current time). Without it, only a tool whose arguments
+    #: carry ``{query}`` or ``{goal}`` (the server chose its answer for the goal) is.
+    always: bool = False
 
 
 class McpSettings(_Section):

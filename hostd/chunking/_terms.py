@@ -33,9 +33,19 @@ QUESTION_WORDS = frozenset(
     "used uses using very we were work works would you your".split()
 )
 
-#: A word: a letter then letters, digits and ``_`` (any script; on ASCII text exactly
-#: ``[A-Za-z][A-Za-z0-9_]*``), or a run of ASCII digits.
-_WORD_RE = re.compile(r"[^\W\d_]\w*|[0-9]+")
+#: A hex identifier: a commit hash, a digest, an object id (``c174e70``, ``3f9a0b1e…``):
+#: 7 or more hex digits, letters and digits both, a word of its own. It is one term,
+#: never its digit and letter runs: those would be numbers and letters no text is
+#: about, so "the last 5 commits" would match every hash that holds a lone ``5``.
+_HEX = r"(?=[0-9a-fA-F]*[0-9])(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{7,}(?!\w)"
+#: A hex identifier's first 7 digits (git's shortest abbreviation) are a term of it too,
+#: so ``c174e70`` in a question names the commit whose full hash a text spells out.
+_HEX_PREFIX = 7
+#: What a hex identifier's terms may be (it whole, its first digits): ``surface_forms``.
+_HEX_DIGITS_RE = re.compile(r"[0-9a-f]{7,}")
+#: A word: a hex identifier (``_HEX``), a letter then letters, digits and ``_`` (any
+#: script; on ASCII text exactly ``[A-Za-z][A-Za-z0-9_]*``), or a run of ASCII digits.
+_WORD_RE = re.compile(r"(?<!\w)(?P<hex>" + _HEX + r")|[^\W\d_]\w*|[0-9]+")
 #: Scripts written without spaces between words (CJK ideographs, kana, hangul): a run
 #: of them is searched by its character pairs, so a phrase inside a sentence matches.
 _CJK_RE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
@@ -71,11 +81,18 @@ def _unicode_terms(word: str) -> list[str]:
 
 
 def tokenize(text: str) -> list[str]:
-    """Lower-cased terms; identifiers also yield their snake/camel parts; words beyond
+    """Lower-cased terms; identifiers also yield their snake/camel parts; a hex
+    identifier (``_HEX``) is one term, and its first 7 digits another; words beyond
     ASCII as ``_unicode_terms`` cuts them."""
     out: list[str] = []
     for m in _WORD_RE.finditer(text):
         word = m.group(0)
+        if m.group("hex"):  # not stemmed: ``…ed`` is hex, not a past tense
+            lower = word.lower()
+            out.append(lower)
+            if len(lower) > _HEX_PREFIX:
+                out.append(lower[:_HEX_PREFIX])
+            continue
         if not word.isascii():
             out.extend(_unicode_terms(word))
             continue
@@ -98,6 +115,10 @@ def camel_parts(word: str) -> list[str]:
 def surface_forms(term: str) -> list[str]:
     """The lower-case words ``tokenize`` makes ``term`` of: the term itself, and the term
     with each suffix the stemmer takes off (``evict``: evict, evicting, evicted, evicts),
-    where it does take it off; never a stop word, which ``tokenize`` drops whole."""
+    where it does take it off; never a stop word, which ``tokenize`` drops whole; a hex
+    identifier's terms as they are (``tokenize`` does not stem them)."""
     candidates = [term, *(term + suffix for suffix, _ in _SUFFIXES)]
-    return [w for w in candidates if _stem(w) == term and w not in STOPWORDS]
+    forms = [w for w in candidates if _stem(w) == term and w not in STOPWORDS]
+    if term not in forms and _HEX_DIGITS_RE.fullmatch(term):
+        forms.insert(0, term)  # a hex identifier or its first digits: never stemmed
+    return forms

@@ -224,7 +224,15 @@ async def _run(
             hint = "an empty answer is never offered: check the arguments its tools are given"
         else:
             hint = "it was asked for its resources: name a --tool?"
-        results.append(no_frame_result(goal, hint=hint))
+        instead = ""
+        if not tools and isinstance(result, EmptyResult) and result.why == _NO_RESOURCES:
+            # No goal helps: what it serves comes from tools, called only when named.
+            instead = (
+                "no goal helps a server that lists no resources, as its tools are called "
+                "only when named: pass --tool NAME (the tools row lists them) with "
+                "--arguments, or --provider ID to check it as its [[provider]] calls it"
+            )
+        results.append(no_frame_result(goal, hint=hint, ask=instead))
     else:
         detail = f"{audit.offered} valid frame(s), best first: {_ranked(audit.accepted)}"
         results.append(CheckResult("query", True, detail))
@@ -322,6 +330,8 @@ def goal_where(settings: Mapping[str, Any]) -> str:
     )
 
 
+#: The leg's note for a server that lists no resources (the binding's ``_why_empty``).
+_NO_RESOURCES = "it lists no resources"
 #: Where the arguments that carry the goal are described.
 _MCP_DOC = 'docs/mcp.md, "Keys: [provider.mcp]"'
 #: Configured arguments a warning names, at most.

@@ -1189,14 +1189,15 @@ def _goal_where(binding: str) -> str:
     )
 
 
-def no_frame_result(goal: str, took: str = "", *, hint: str = "") -> CheckResult:
+def no_frame_result(goal: str, took: str = "", *, hint: str = "", ask: str = "") -> CheckResult:
     """The query row of a reply with no frame: nothing was judged, said as a warning
-    naming the goal asked (``took``: how long it took; ``hint``: what else may be why)."""
+    naming the goal asked (``took``: how long it took; ``hint``: what else may be why;
+    ``ask``: what to pass instead, when no goal would help)."""
     when = f" {took}" if took else ""
     why = f" ({hint})" if hint else ""
     detail = (
         f"the query returned no frame for goal {goal!r}{when}: check-provider judged nothing; "
-        f"pass --goal with words your provider matches{why}"
+        f"{ask or 'pass --goal with words your provider matches'}{why}"
     )
     return CheckResult("query", True, detail, warning=True)
 

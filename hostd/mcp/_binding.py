@@ -159,6 +159,18 @@ class _Read:
     asked: int | None = 0
 
 
+def _of_tools(n: int, k: int, what: str = "") -> str:
+    """``n`` of a provider's ``k`` tools, for its note: ``its tool``, ``its 2 tools``,
+    ``1 of its 2 tools``; with ``what`` their answers (``its tool's answer``)."""
+    if n == k:
+        whole = "its tool" if k == 1 else f"its {k} tools"
+    else:
+        whole = f"{n} of its {k} tools"
+    if not what:
+        return whole
+    return f"{whole}'s {what}" if k == 1 else f"{whole}' {what}s"
+
+
 def lost_note(lost: Sequence[tuple[str, str]], asked: int) -> str:
     """A leg's note for the tools that served nothing (``(name, how)`` in config
     order) of the ``asked`` it called: ``1 of 3 tools gave no results: always_fails
@@ -385,7 +397,7 @@ class McpBindingClient:
         except (MCPError, ValidationError, RuntimeError, anyio.ClosedResourceError) as exc:
             raise self._error("initialize", exc) from None
         caps = init.capabilities
-        missing = sorted({name for name, _ in self._tools} - {t.name for t in offered})
+        missing = sorted({t.name for t in self._tools} - {t.name for t in offered})
         # Either is the config's fault, not the process's: ``stage: config`` parks it at
         # once (no restart cures it), and what the server does offer says how to fix it.
         if missing:  # names of this config's; of the server's, identifier-shaped ones only
@@ -395,7 +407,7 @@ class McpBindingClient:
                 stage="config",
             )
         by_name = {t.name: t for t in offered}
-        unmet = [unmet_arguments(by_name[name], args) for name, args in self._tools]
+        unmet = [unmet_arguments(by_name[t.name], t.arguments) for t in self._tools]
         if any(unmet):  # every such call is refused: the config's fault, found here
             raise HandshakeFailed("; ".join(u for u in unmet if u), stage="config")
         if not self._tools and (not self.options.get("resources", True) or caps.resources is None):
@@ -509,19 +521,22 @@ class McpBindingClient:
                 causes=tuple(sorted({x.how for x in (*read.lost, *lost)})),
             )
         empty = not (result.frames or result.truncated)
-        why = self._why_empty(query, read if reading else None) if empty else None
+        why = self._why_empty(query, read if reading else None, served) if empty else None
         if why is not None:
             return EmptyResult(frames=[], truncated=False, why=why)
         return result
 
-    def _why_empty(self, query: ContextQuery, read: _Read | None) -> str | None:
+    def _why_empty(
+        self, query: ContextQuery, read: _Read | None, served: Sequence[Source]
+    ) -> str | None:
         """Why an answer that lost nothing holds no frame, for the leg's note: every call
         answered, and nothing it gave matched the goal (a tool's answer that matches
-        nothing is offered as its head when that fits, so only an empty one leaves
-        nothing).
-        ``read`` ``None``: no resources are read. ``None`` when the query asked for
-        nothing this server could give (no frame, or none of its kind): the engine says
-        so itself."""
+        nothing is offered as its head when the server chose it for the goal or the
+        config says ``always``, so only an empty one, or one asked the same whatever
+        the goal, leaves nothing).
+        ``read`` ``None``: no resources are read. ``served``: what each tool answered.
+        ``None`` when the query asked for nothing this server could give (no frame, or
+        none of its kind): the engine says so itself."""
         if query.max_frames == 0 or (query.kinds and self._kind not in query.kinds):
             return None
         reasons = []
@@ -535,8 +550,13 @@ class McpBindingClient:
                 reasons.append(f"it lists no resources{under}")
         if self._tools:
             k = len(self._tools)
-            tools = "its tool" if k == 1 else f"its {k} tools"
-            reasons.append(f"{tools} found nothing (an empty answer)")
+            # A tool that answered text which holds something, and yet gave no frame: it is
+            # asked the same whatever the goal (no ``{query}``), and none of it matched.
+            answered = sum(1 for s in served if any(not d.hollow for d in s.docs))
+            if answered < k:
+                reasons.append(f"{_of_tools(k - answered, k)} found nothing (an empty answer)")
+            if answered:
+                reasons.append(f"{_of_tools(answered, k, 'answer')} matched none of the goal")
         return "; ".join(reasons) or None
 
     def _lost_notes(self, read: _Read, lost: Sequence[_Lost]) -> str:
@@ -691,7 +711,7 @@ class McpBindingClient:
         results: dict[int, Source] = {}
         lost: dict[int, _Lost] = {}
 
-        async def call(i: int, name: str, template: Any) -> None:
+        async def call(i: int, name: str, template: Any, always: bool) -> None:
             arguments = render_arguments(template, query=text, goal=query.goal)
             with anyio.CancelScope(deadline=deadline) as scope:
                 try:
@@ -715,11 +735,11 @@ class McpBindingClient:
                 )
                 lost[i] = _Lost(name, "isError", error)
                 return
-            results[i] = Source(tuple(tool_documents(name, result.content)))
+            results[i] = Source(tuple(tool_documents(name, result.content, always=always)))
 
         async with anyio.create_task_group() as tg:
-            for i, (name, template) in enumerate(self._tools):
-                tg.start_soon(call, i, name, template)
+            for i, (name, template, always) in enumerate(self._tools):
+                tg.start_soon(call, i, name, template, always)
         if self._failure is None:
             for i in sorted(lost):
                 # Once per query while a tool keeps failing: rate-limited, and its name

@@ -92,6 +92,7 @@ __all__ = [
     "piece_key",
     "rank",
     "render_arguments",
+    "takes_goal",
 ]
 
 #: The raw BM25 score that maps to 0.5 (F1): a strong match sits mid-range, not at 1.
@@ -151,7 +152,8 @@ class Document:
     uri: str | None = None
     #: The resource's title (else its name), as the server listed it.
     title: str | None = None
-    #: Tool results answer this very query: kept even when no query term matches.
+    #: A tool's answer chosen for this very query (its arguments carry the goal, or the
+    #: config says ``always``): its head is offered even when no query term matches.
     always: bool = False
     #: ``(k, n)``: the k-th of the n text items of one tool result, which share the
     #: tool's name as their label's source and are told apart by their place in it.
@@ -161,6 +163,12 @@ class Document:
     def tool(self) -> str | None:
         kind, _, name = self.method.partition(":")
         return name if kind == "tools/call" and name else None
+
+    @property
+    def hollow(self) -> bool:
+        """Whether its text as a whole holds nothing to read (``_empty``): an empty
+        answer, not one that matched nothing."""
+        return _empty(self.text)
 
 
 class Piece(NamedTuple):
@@ -479,6 +487,8 @@ class _Bm25:
         #: ``terms``). Identifiers recur across the pieces of one answer; a query with a
         #: short term (``x``, ``c``) finds most runs, and tokenizes each once.
         self._held: dict[str, list[int]] = {}
+        #: Which terms are numbers (``fit``: a number is weak evidence).
+        self._numbers = np.asarray([t.isdigit() for t in self.terms], dtype=bool)
         self.idf = np.zeros(len(self.terms))
         self.mean_length = 1.0
 
@@ -513,22 +523,40 @@ class _Bm25:
         the IDF and mean length these pieces give for ``score``.
 
         A term most pieces hold (more than half, of ``_COMMON_FROM`` or more) tells none
-        of them apart: when some piece holds a rarer term of the query, a piece that
+        of them apart: when some piece holds a rarer word of the query, a piece that
         holds only such common terms is no match (score 0). Asked about "click shell
         completion", a click handbook's sections all but two say "click", and only the
-        one on shell completion answers. When no piece holds a rarer term, the common
+        one on shell completion answers. When no piece holds a rarer word, the common
         ones are all the query has, and they match as any term does (a design document
-        asked about its billing, which five of its six sections are about)."""
+        asked about its billing, which five of its six sections are about; "the last
+        5 commits to the tutorial", five of seven commits being to the tutorial).
+
+        A number (all digits) is weak evidence: in a question it is more often a count
+        ("the last 5 commits", "top 3") than what the answer is about, and digits
+        recur in dates, versions and sizes. So a rarer number never makes the pieces
+        without it no match, and a piece that holds of the query's words only those
+        every piece holds is scored as if it held none of the numbers, and never above
+        a piece that holds a word of the query some piece lacks: "5" in a commit's
+        date does not put it above the commits to the tutorial. When no piece holds
+        such a word, the numbers tell the pieces apart as any term does ("issue
+        1234" over a list whose every item says "issue")."""
         held = tf > 0
         df = held.sum(axis=0)
         n = len(tf)
         self.idf = np.log1p((n - df + 0.5) / (df + 0.5))
         self.mean_length = max(float(lengths.mean()), 1.0)
         scores = self.score(tf, lengths)
+        words = ~self._numbers
         if n >= _COMMON_FROM:
-            rare = held[:, 2 * df <= n].any(axis=1)
+            rare = held[:, (2 * df <= n) & words].any(axis=1)
             if rare.any():
                 scores = np.where(rare, scores, 0.0)
+        worded = held[:, (df < n) & words].any(axis=1)
+        numbered = held[:, self._numbers].any(axis=1) & ~worded
+        if worded.any() and numbered.any():
+            plain = self.score(np.where(self._numbers, 0.0, tf), lengths)
+            floor = float(scores[worded].min())
+            scores = np.where(numbered, np.minimum(plain, floor), scores)
         return scores
 
     def score(self, tf: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -652,14 +680,17 @@ def rank(
     part that holds the most of the query and fits what is left is offered instead
     (``_part``), labelled ``(part)``, before any worse piece. Of a tool's answer, the
     pieces that match the query are offered when any does (the rest is filler: the
-    billing sections of a design document asked about its cache); when none does, its
-    head (the first piece of its first text, bounded as every piece is) is offered,
-    score 0, if it fits, since the server chose the answer for this call (a lookup by
-    the goal that finds a record in other words, the current time), and only that:
-    there is nothing to choose another piece by, and every piece of a handbook that
-    matches nothing, each its own frame, would take a rank of its own in a fusion
-    that ranks each provider's list apart (``rrf``) ahead of better evidence from
-    others. The rest of such an answer was left out by that bound, not by the goal
+    billing sections of a design document asked about its cache); when none does and
+    the server chose the answer for this goal (``Document.always``: its arguments carry
+    the goal, a lookup that finds a record in other words; or the config wants it
+    whatever is asked, the current time), its head (the first piece of its first text,
+    bounded as every piece is) is offered, score 0, if it fits, and only that: there is
+    nothing to choose another piece by, and every piece of a handbook that matches
+    nothing, each its own frame, would take a rank of its own in a fusion that ranks
+    each provider's list apart (``rrf``) ahead of better evidence from others. An
+    answer asked the same whatever the goal (``git_show HEAD``) that matches none of
+    it is no evidence and gives nothing: a goal nothing matches finds no evidence.
+    The rest of such an answer was left out by that bound, not by the goal
     (nothing tells its pieces apart), so the result is ``truncated``: the same head
     whatever the goal is an answer cut, not one served whole. An answer that is one
     piece is offered whole, as before."""
@@ -755,3 +786,15 @@ def render_arguments(template: object, *, query: str, goal: str) -> object:
     if isinstance(template, list):
         return [render_arguments(v, query=query, goal=goal) for v in template]
     return template
+
+
+def takes_goal(template: object) -> bool:
+    """Whether the configured tool arguments carry the goal: ``{query}`` or ``{goal}``
+    in a string value at any depth (``render_arguments``' rule)."""
+    if isinstance(template, str):
+        return "{query}" in template or "{goal}" in template
+    if isinstance(template, dict):
+        return any(takes_goal(v) for v in template.values())
+    if isinstance(template, list):
+        return any(takes_goal(v) for v in template)
+    return False

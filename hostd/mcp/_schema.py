@@ -25,6 +25,7 @@ from hostd._hints import (
     restarting_failures,
     warming_advice,
     warming_phases,
+    warming_starts,
     warming_state,
     warming_step,
 )
@@ -813,7 +814,10 @@ def warming_hints(
     where = "mcp" if connect is None else "mcp_connect"
     # The model reads no leg line: each one is named with what it is doing.
     phases = warming_phases(result)
-    advice = warming_advice(list(phases), where=where, config=option, phases=phases)
+    starting = warming_starts(result)
+    advice = warming_advice(
+        list(phases), where=where, config=option, phases=phases, starting=starting
+    )
     # A crash loop's leg (not warming up: calling again will not help) has its own text.
     looping = restarting_advice(restarting_failures(result), where=where, config=option)
     return [f"hostd: {line}" for line in (advice, looping) if line is not None]

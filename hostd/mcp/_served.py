@@ -14,13 +14,13 @@ import binascii
 import logging
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import mcp_types as types
 
-from ._frames import Document
+from ._frames import Document, takes_goal
 
-__all__ = ["document", "tool_calls", "tool_documents", "withhold_sdk_logs"]
+__all__ = ["ToolCall", "document", "tool_calls", "tool_documents", "withhold_sdk_logs"]
 
 #: The SDK's client-side loggers: they quote what the server sent (method names,
 #: payloads in validation tracebacks, tool names).
@@ -59,21 +59,40 @@ def withhold_sdk_logs() -> None:
             logger.addFilter(_Withhold())
 
 
-def tool_calls(options: Mapping[str, Any]) -> list[tuple[str, Any]]:
+class ToolCall(NamedTuple):
+    """One configured tool: its name, its argument template, and whether its answer is
+    offered (its head) when none of it matches the goal (``Document.always``)."""
+
+    name: str
+    arguments: Any
+    always: bool
+
+
+def tool_calls(options: Mapping[str, Any]) -> list[ToolCall]:
     """The configured tools and their argument templates: ``tool``/``arguments`` (one
-    tool, the older keys) first, then ``tools``."""
-    calls: list[tuple[str, Any]] = []
+    tool, the older keys) first, then ``tools``. A tool's answer is offered when it
+    matches nothing of the goal only if the server chose it for the goal (its arguments
+    carry ``{query}`` or ``{goal}``: a search that may find a record in other words) or
+    its entry says ``always = true``: the same ``git_show HEAD`` whatever is asked is
+    no evidence about a goal it shares no word with."""
+    calls: list[ToolCall] = []
     if options.get("tool"):
-        calls.append((str(options["tool"]), options.get("arguments") or {}))
+        arguments = options.get("arguments") or {}
+        calls.append(ToolCall(str(options["tool"]), arguments, takes_goal(arguments)))
     for entry in options.get("tools") or ():
-        calls.append((str(entry["name"]), entry.get("arguments") or {}))
+        arguments = entry.get("arguments") or {}
+        always = bool(entry.get("always")) or takes_goal(arguments)
+        calls.append(ToolCall(str(entry["name"]), arguments, always))
     return calls
 
 
-def tool_documents(name: str, content: list[types.ContentBlock]) -> list[Document]:
+def tool_documents(
+    name: str, content: list[types.ContentBlock], *, always: bool = True
+) -> list[Document]:
     """A tool result's blocks as documents, in the result's order; its text items, when
     there are several, numbered in that order (``Document.item``), so their labels say
-    where each sits, never the rank their scores give them."""
+    where each sits, never the rank their scores give them. ``always``: its head is
+    offered when none of it matches (``ToolCall.always``)."""
     method = f"tools/call:{name}"
     texts = sum(1 for b in content if isinstance(b, types.TextContent) and b.text.strip())
     docs: list[Document] = []
@@ -82,9 +101,9 @@ def tool_documents(name: str, content: list[types.ContentBlock]) -> list[Documen
         if isinstance(block, types.TextContent) and block.text.strip():
             seen += 1
             item = (seen, texts) if texts > 1 else None
-            docs.append(Document(method=method, text=block.text, always=True, item=item))
+            docs.append(Document(method=method, text=block.text, always=always, item=item))
         elif isinstance(block, types.EmbeddedResource):
-            doc = document(block.resource, None, method=method)
+            doc = document(block.resource, None, method=method, always=always)
             if doc is not None:
                 docs.append(doc)
     return docs
@@ -95,8 +114,10 @@ def document(
     title: str | None,
     *,
     method: str = "resources/read",
+    always: bool = True,
 ) -> Document | None:
-    """One resource content as a document; binary contents that are not UTF-8 are skipped."""
+    """One resource content as a document; binary contents that are not UTF-8 are
+    skipped. ``always``: of a tool's embedded resource, as ``tool_documents``."""
     if isinstance(contents, types.TextResourceContents):
         text = contents.text
     else:
@@ -111,5 +132,5 @@ def document(
         text=text,
         uri=str(contents.uri),
         title=title,
-        always=method != "resources/read",
+        always=always and method != "resources/read",
     )

@@ -29,7 +29,7 @@ from hostd.mcp._binding import McpBindingClient, calls_deadline, lost_note, unre
 from hostd.server import Daemon
 from tests.server.conftest import ROOT
 
-from .test_binding import config_of, mcp_table, report
+from .test_binding import config_of, included, mcp_table, report
 
 pytestmark = pytest.mark.anyio
 
@@ -341,6 +341,29 @@ async def test_a_leg_that_found_nothing_for_the_goal_says_why(workdir: Path) -> 
         "none": "it lists no resources under uri_prefixes",
         "graph": "its tool found nothing (an empty answer)",
     }
+
+
+async def test_a_tool_asked_the_same_whatever_the_goal_offers_nothing_that_matches_none_of_it(
+    workdir: Path,
+) -> None:
+    # A git log and a HEAD diff, asked with fixed arguments (the docs' git example), and
+    # the same diff configured as wanted whatever is asked.
+    fixed = '{name = "log", arguments = {max_count = 8}}, {name = "show"}'
+    cfg = config_of(
+        workdir,
+        server_table("git", "log", f"resources = false, tools = [{fixed}]"),
+        server_table("head", "log", 'resources = false, tools = [{name = "show", always = true}]'),
+    )
+    with anyio.fail_after(120):  # a hang guard
+        async with Daemon(cfg).local() as session:
+            nonsense = await session.call("context/compose", {"goal": "zzqxj flurbo"})
+            asked = await session.call("context/compose", {"goal": "lease retry backoff"})
+    assert included(nonsense, "git") == []
+    assert report(nonsense, "git")["note"] == "its 2 tools' answers matched none of the goal"
+    (head,) = included(nonsense, "head")  # always = true: its head, score 0
+    assert "note" not in report(nonsense, "head") or not report(nonsense, "head")["note"]
+    assert included(asked, "git")  # the commits that name the goal's words
+    assert not nonsense["degraded"]
 
 
 async def test_a_hanging_resource_read_or_listing_costs_only_its_own_results(

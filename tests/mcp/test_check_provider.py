@@ -124,6 +124,23 @@ def test_a_server_with_no_resources_and_no_tool_named_lists_its_tools(tmp_path: 
     )
 
 
+def test_a_server_of_tools_alone_checked_without_a_tool_is_told_to_name_one() -> None:
+    # It lists no resources (mcp-server-git's shape): no goal finds anything, a tool does.
+    server = [sys.executable, "-m", "tests.mcp.mcpserver_app", "log"]
+    code, checks = _check("--goal", "cache eviction", "--", *server)
+    assert code == 0, checks  # a warning alone keeps exit 0
+    query = checks["query"]
+    assert query["passed"] and query["warning"], query
+    assert "pass --goal" not in query["detail"], query
+    assert query["detail"] == (
+        "the query returned no frame for goal 'cache eviction': check-provider judged "
+        "nothing; no goal helps a server that lists no resources, as its tools are called "
+        "only when named: pass --tool NAME (the tools row lists them) with --arguments, or "
+        "--provider ID to check it as its [[provider]] calls it (it lists no resources)"
+    )
+    assert checks["tools"]["detail"].startswith("it offers 3 tools: log"), checks["tools"]
+
+
 def test_the_tools_row_lists_what_the_server_offers(
     fixture_server_checked: tuple[int, dict[str, dict[str, Any]]],
 ) -> None:

@@ -14,7 +14,7 @@ from mcp_types import ContentBlock, TextContent
 from hostd.chunking import MODEL_TRAINED_LENGTH, MODEL_WINDOW, estimate_pieces, tokenize
 from hostd.mcp import Document, ReadCache, cut, frames_for, rank, render_arguments
 from hostd.mcp._frames import Abandoned
-from hostd.mcp._served import tool_documents
+from hostd.mcp._served import tool_calls, tool_documents
 from hostd.protocol import (
     ContextQuery,
     address_line_range,
@@ -65,6 +65,40 @@ def test_tool_results_are_kept_without_a_matching_term() -> None:
     result = frames_for([tool], _query(), kind="snippet", server="srv")
     assert [f["content"] for f in result.frames] == ["zzz"]
     assert result.frames[0]["score"] == 0.0
+
+
+def test_a_tool_asked_the_same_whatever_the_goal_gives_nothing_when_nothing_matches() -> None:
+    fixed = Document(method="tools/call:git_show", text="commit d42b21d\n\n    notebooks")
+    assert frames_for([fixed], _query(goal="zzqxj flurbo"), kind="episode", server="s").frames == []
+    (frame,) = frames_for([fixed], _query(goal="notebooks"), kind="episode", server="s").frames
+    assert frame["score"] > 0
+
+
+def test_a_tool_answer_is_kept_unmatched_when_its_arguments_carry_the_goal_or_it_says_always() -> (
+    None
+):
+    calls = tool_calls(
+        {
+            "tool": "search",
+            "arguments": {"filter": {"text": ["{query}"]}},
+            "tools": [
+                {"name": "git_show", "arguments": {"revision": "HEAD"}},
+                {"name": "now", "arguments": {"timezone": "UTC"}, "always": True},
+                {"name": "ask", "arguments": {"q": "about {goal}"}},
+            ],
+        }
+    )
+    assert [(c.name, c.always) for c in calls] == [
+        ("search", True),
+        ("git_show", False),
+        ("now", True),
+        ("ask", True),
+    ]
+    blocks: list[ContentBlock] = [TextContent(type="text", text="12:00 UTC")]
+    for call in calls:
+        docs = tool_documents(call.name, blocks, always=call.always)
+        result = frames_for(docs, _query(goal="zzqxj"), kind="snippet", server="s")
+        assert len(result.frames) == int(call.always), call.name
 
 
 def test_a_kind_the_query_excludes_yields_nothing() -> None:

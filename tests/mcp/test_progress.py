@@ -354,6 +354,38 @@ def test_a_warming_hint_says_each_providers_step_and_speaks_of_models_only_for_o
     assert "loads their models once" in both
 
 
+def test_a_provider_still_starting_is_said_to_start_never_to_load_a_model_or_build_an_index() -> (
+    None
+):
+    # An MCP server not handshaken yet (the walkthrough's mcp-server-git): no model, no
+    # index, and `hostd warm` cannot help it; a daemon keeps it running, though.
+    git = {
+        "provider_id": "git",
+        "status": "warming",
+        "error": {"code": "starting", "message": "provider starting, not ready within 3000 ms"},
+    }
+    (alone,) = warming_hints({"citations": [], "providers": [git]}, "/p/hostd.toml")
+    assert alone == (
+        "hostd: still warming: git (starting its process and handshake). hostd goes on "
+        "starting it in the background: call compose_context again shortly. Each `hostd "
+        "mcp` process (a client's session) starts its providers anew; keep `hostd serve "
+        "--config /p/hostd.toml` running and give the client `hostd mcp --config "
+        "/p/hostd.toml --connect` to keep them running across sessions"
+    )
+    # Beside one building its index, `hostd warm` helps that one, and no model is named.
+    files = {
+        "provider_id": "files",
+        "status": "warming",
+        "error": {"code": "warming", "message": "provider warming", "phase": "index"},
+    }
+    (both,) = warming_hints({"providers": [git, files]}, None)
+    assert both.startswith(
+        "hostd: still warming: git (starting its process and handshake), files (building "
+        "its index: indexing chunks). "
+    )
+    assert "`hostd warm` builds an index" in both and "model" not in both
+
+
 def test_no_evidence_tells_why_an_ok_leg_gave_nothing_from_its_note() -> None:
     note = "nothing fit: no frame within its share of 1200 tokens (it left out 3 frame(s))"
     files = {"provider_id": "files", "status": "ok", "frames_offered": 0, "note": note}
