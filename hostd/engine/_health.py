@@ -66,6 +66,7 @@ __all__ = [
     "ask_cool_down_s",
     "bounded_error",
     "failure_text",
+    "failures_in_a_row",
     "check_delay",
     "check_due",
     "cool_down_s",
@@ -151,6 +152,11 @@ def failure_text(reason: str, message: str) -> str:
     trusted …``) reads ``certificate: not trusted …``, as ``crashed: provider process
     ended`` does."""
     return f"{reason}: {message.removeprefix(f'{reason} ')}"
+
+
+def failures_in_a_row(count: int) -> str:
+    """``3 failures in a row``, ``1 failure in a row``: the count its messages quote."""
+    return f"{count} failure{'' if count == 1 else 's'} in a row"
 
 
 def _bounded_tail(tail: str | None) -> str | None:

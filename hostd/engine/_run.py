@@ -63,6 +63,7 @@ from hostd.transport import (
 
 from ._clock import now
 from ._gate import ConsentGate, destination_of
+from ._health import failures_in_a_row
 from ._outcome import (
     WARMING_PARTIAL,
     LegReply,
@@ -212,7 +213,7 @@ def restarting_message(slot: Slot) -> str:
     the words after ``its last failure: ``)."""
     health = slot.health
     return (
-        f"provider restarting after {health.consecutive_failures} failures in a row, "
+        f"provider restarting after {failures_in_a_row(health.consecutive_failures)}, "
         "not waited for; its last failure: "
         f"{health.last_failure}"
     )
