@@ -99,6 +99,11 @@ class HostdError(Exception):
     #: The JSON-RPC number when it is not the CGP code's own (parse error, invalid request).
     wire_number: ClassVar[int | None] = None
 
+    #: A failure told for a call that was never sent: answered at once, its peer not asked
+    #: (a provider parked, or down with its next start not waited for: the engine's pool
+    #: says so where it raises it). No failure of that peer's own; never on the wire.
+    unsent: bool = False
+
     def __init__(self, message: str, **data: Any) -> None:
         super().__init__(message)
         self.message = message

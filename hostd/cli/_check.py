@@ -308,6 +308,8 @@ def _check_remote(
             budget=args.budget,
             deadlines=deadlines,
             query_text=args.query_text,
+            # Given by flags (--ca-file), its TLS files have no config section to name.
+            section="" if args.url is not None else None,
         ),
         backend="asyncio",
     )

@@ -382,6 +382,7 @@ async def check_remote_provider(
     timeout_s: float | None = None,
     deadlines: Deadlines | None = None,
     query_text: str | None = None,
+    section: str | None = None,
 ) -> Checked:
     """Run every check that applies to a remote provider against ``spec``'s ``url``
     (with its binding, credential and TLS files), over the endpoint and connection the
@@ -389,13 +390,15 @@ async def check_remote_provider(
     the token read at the handshake, every error scrubbed of it, C8); never raises for
     a bad peer. Malformed input and shutdown are skipped, with why: a remote provider
     has no stdin and no process here. ``timeout_s``/``deadlines``/``query_text`` as
-    ``check_provider``'s."""
+    ``check_provider``'s. ``section``: what its TLS keys are named after (``""`` for
+    a provider given by flags; by default its ``[[provider]]`` section, as the daemon
+    says them)."""
     url = spec.url
     assert url is not None
     deadlines = deadlines or Deadlines.of(timeout_s)
     launcher = Launcher(PoolSettings(max_line_bytes=_MAX_LINE_BYTES), HOST)
     try:
-        endpoint = launcher.endpoint(spec)
+        endpoint = launcher.endpoint(spec, section=section)
     except HostdError as exc:  # the URL (C7), or the TLS files cannot be loaded
         start = CheckResult("start", False, _reason_said(exc, _unnamed(spec.id, exc.message)))
         return Checked(_not_run_after([start], remote=True), [shown_url(url)])

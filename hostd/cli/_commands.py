@@ -23,7 +23,7 @@ import anyio
 from anyio.abc import TaskStatus
 
 from hostd._citations import ranked_citations
-from hostd._hints import failure_tail_lines, said_once, shown_stderr_tail
+from hostd._hints import RESTARTING, failure_tail_lines, said_once, shown_stderr_tail
 from hostd._log import INFO, WARNING
 from hostd._log import level as log_level
 from hostd.config import Config, HostSettings, ProviderSettings
@@ -293,10 +293,13 @@ def audit_summary(result: dict[str, Any]) -> str:
 
 def _degraded(reason: dict[str, Any]) -> str:
     """One of ``degraded_reasons`` as the audit line says it: its reason and provider,
-    and for ``frames_unverified`` the checks its frames failed (``source_mismatch``:
-    the digest is not the file's), which the reason alone does not say."""
+    and what the reason and the leg's status alone do not say: for
+    ``frames_unverified`` the checks its frames failed (``source_mismatch``: the digest
+    is not the file's), for a crash loop's ``provider_failed`` its ``restarting`` (its
+    leg is ``crashed``, as after one crash)."""
     said, pid, detail = str(reason.get("reason")), reason.get("provider"), reason.get("detail")
-    if said == "frames_unverified" and pid and detail:
+    shown = said == "frames_unverified" or (said == "provider_failed" and detail == RESTARTING)
+    if shown and pid and detail:
         return f"{said}({pid}: {detail})"
     return f"{said}({pid})" if pid else said
 

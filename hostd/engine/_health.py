@@ -66,6 +66,7 @@ __all__ = [
     "ask_cool_down_s",
     "bounded_error",
     "failure_text",
+    "failures_in_a_row",
     "check_delay",
     "check_due",
     "cool_down_s",
@@ -151,6 +152,11 @@ def failure_text(reason: str, message: str) -> str:
     trusted …``) reads ``certificate: not trusted …``, as ``crashed: provider process
     ended`` does."""
     return f"{reason}: {message.removeprefix(f'{reason} ')}"
+
+
+def failures_in_a_row(count: int) -> str:
+    """``3 failures in a row``, ``1 failure in a row``: the count its messages quote."""
+    return f"{count} failure{'' if count == 1 else 's'} in a row"
 
 
 def _bounded_tail(tail: str | None) -> str | None:
@@ -648,9 +654,11 @@ def record_leg(
     resets the consecutive-failure count: the process works. A ``warming`` leg (the
     provider is starting or building its index, ``is_warming_leg``) is no failure and no
     missed deadline: it never leads to a restart, a backoff or ``is_hung``. ``ran``
-    False: the leg never reached the provider (a crash loop's, ``crashed`` at once while
-    its restart runs behind the request): counted as a leg and its ``error`` kept, yet
-    neither an answer nor one more failure (its crashes were counted as they came).
+    False: the leg never reached the provider, failed at once (a crash loop's, while its
+    restart runs behind the request; a parked provider's; one down whose next start or
+    check is not waited for): counted as a leg and its ``error`` kept, yet neither an
+    answer nor one more failure or missed deadline (its failures were counted as they
+    came), so no number of requests meeting it parks it, or reads as a hang.
     ``late``:
     replies to given-up legs that came since the last leg was counted; any ends the run
     of missed deadlines before this leg counts (the process answers, late). ``lost``:

@@ -334,8 +334,9 @@ class Host:
                 None if stage is not None else refused_all(done),
                 reply.sent_mark,
                 refusals_later=stage is not None and report.status is LegStatus.OK,
-                # A crash loop's leg never reached its provider: no failure of its own.
-                ran=not report.looping,
+                # A leg told at once (parked, a crash loop, a server down whose next
+                # check is not waited for) never reached its provider: no failure of its.
+                ran=report.sent,
             )
             _log_leg(report)
             if on_leg_done is not None:

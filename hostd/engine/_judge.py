@@ -73,6 +73,7 @@ def judge_leg(
             stderr_tail=reply.stderr_tail,
             violations=reply.violations,
             missing_scopes=reply.missing_scopes,
+            sent=reply.sent,
             **fields,
         )
         return JudgedLeg(report)

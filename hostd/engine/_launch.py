@@ -45,7 +45,14 @@ from hostd.transport import (
 from ._health import RestartPolicy
 from ._spec import ProviderSpec
 
-__all__ = ["Launcher", "PoolSettings"]
+__all__ = ["Launcher", "PoolSettings", "provider_section"]
+
+
+def provider_section(provider_id: str) -> str:
+    """What a remote provider's TLS keys are named after in what it says (``[[provider]]
+    'team-search' ca_file``): a config may hold several remote providers, and a
+    reranker's keys are ``[reranker] ``'s."""
+    return f"[[provider]] {provider_id!r} "
 
 
 @dataclass(slots=True, frozen=True)
@@ -162,11 +169,13 @@ class Launcher:
             raise ProviderCrashed(f"{exc.message}; {alone}", **exc.data) from exc
 
     def endpoint(
-        self, spec: ProviderSpec, *, wire: str | None = None, section: str = ""
+        self, spec: ProviderSpec, *, wire: str | None = None, section: str | None = None
     ) -> RemoteEndpoint:
         """The remote provider's endpoint, made once (C7 is checked before it exists).
         ``wire``: what the peer speaks when it is on no CGP binding (a rerank server);
-        ``section``: what its TLS keys are named after (``[reranker] ``), when not its own."""
+        ``section``: what its TLS keys are named after in what it says (``[reranker] ``;
+        ``""``: none, keys given another way), by default its own ``[[provider]]``
+        section's (``provider_section``)."""
         endpoint = self._remotes.get(spec.id)
         if endpoint is None:
             assert spec.url is not None
@@ -183,7 +192,7 @@ class Launcher:
                 max_body_bytes=self.settings.max_line_bytes,
                 max_connections=spec.max_connections,
                 user_agent=f"{self.host_info.name}/{self.host_info.version}",
-                section=section,
+                section=provider_section(spec.id) if section is None else section,
             )
         return endpoint
 

@@ -75,6 +75,8 @@ class LegReply:
     #: Its provider's ``Health.timeout_mark`` when the query was sent (``None``: never
     #: sent): a timeout counts toward "hung" only if none was counted while it was out.
     sent_mark: int | None = None
+    #: ``False``: a failure told at once, the query never sent (``LegReport.sent``).
+    sent: bool = True
 
 
 def stderr_tail_of(exc: HostdError) -> str | None:

@@ -62,7 +62,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AsyncExitStack, contextmanager, suppress
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 from anyio.abc import TaskGroup
@@ -118,6 +118,16 @@ from ._spec import ProviderSpec
 __all__ = ["IN_PLACE", "ProviderPool", "Reconfigured", "Slot"]
 
 log = get_logger("hostd.engine")
+
+E = TypeVar("E", bound=HostdError)
+
+
+def _unsent(exc: E) -> E:
+    """``exc``, marked as told at once for a call never sent (``HostdError.unsent``): a
+    leg that meets it is counted as a leg, not as a failure of its provider's own (it
+    was not asked: ``record_leg``'s ``ran``)."""
+    exc.unsent = True
+    return exc
 
 
 class _Start:
@@ -537,7 +547,7 @@ class ProviderPool:
         ``boot``: asked by ``start_all``, for no request."""
         while True:
             if slot.retired is not None:
-                raise ProviderCrashed(slot.retired.message, **slot.retired.data)
+                raise _unsent(ProviderCrashed(slot.retired.message, **slot.retired.data))
             conn = slot.live()
             if conn is not None:
                 return conn
@@ -567,7 +577,7 @@ class ProviderPool:
                         f"{refusal.message} (refused earlier; not asked again until the "
                         f"credential changes or providers/restart{when})"
                     )
-                    raise type(refusal)(again, **refusal.data)
+                    raise _unsent(type(refusal)(again, **refusal.data))
                 if slot.health.untrusted and slot.certificate is not None:
                     # What to fix, in the certificate's own words, and when it is
                     # checked again (a renewed certificate needs no restart).
@@ -575,25 +585,29 @@ class ProviderPool:
                     when = f"in {decision.delay_s:.0f} s, or at "
                     again = " (not checked again until " if never else f" (checked again {when}"
                     again += "providers/restart)"
-                    raise type(cert)(cert.message + again, **cert.data)
+                    raise _unsent(type(cert)(cert.message + again, **cert.data))
                 if slot.cannot_run is not None:
                     # The start's own reason, not "restart attempts exhausted": it was
                     # run once, and a restart alone would meet the same error.
                     cannot = slot.cannot_run
-                    raise type(cannot)(
-                        f"{cannot.message} (not run again until providers/restart{when})",
-                        **cannot.data,
+                    raise _unsent(
+                        type(cannot)(
+                            f"{cannot.message} (not run again until providers/restart{when})",
+                            **cannot.data,
+                        )
                     )
                 # Quotes the last start or crash failure, never a report that quoted one:
                 # the message stays the same size however many requests meet it.
                 retry = (
                     "no retry on its own" if never else f"next retry in {decision.delay_s:.0f} s"
                 )
-                raise ProviderParked(
-                    f"restart attempts exhausted ({slot.health.consecutive_failures}); "
-                    f"{retry}; {parked_restart(slot.spec.id)}; "
-                    f"last failure: {slot.health.last_failure}",
-                    stage="restart",
+                raise _unsent(
+                    ProviderParked(
+                        f"restart attempts exhausted ({slot.health.consecutive_failures}); "
+                        f"{retry}; {parked_restart(slot.spec.id)}; "
+                        f"last failure: {slot.health.last_failure}",
+                        stage="restart",
+                    )
                 )
             if decision.action is StartAction.WAIT:
                 if not waits:
@@ -601,14 +615,16 @@ class ProviderPool:
                         slot, f"the next start in {decision.delay_s * 1000:.0f} ms", "backoff"
                     )
                 if deadline is not None and now + decision.delay_s > deadline:
-                    raise ProviderCrashed(
-                        f"provider is down; next restart in {decision.delay_s * 1000:.0f} ms",
-                        stage="backoff",
+                    raise _unsent(
+                        ProviderCrashed(
+                            f"provider is down; next restart in {decision.delay_s * 1000:.0f} ms",
+                            stage="backoff",
+                        )
                     )
                 await anyio.sleep(decision.delay_s)
                 continue
             if self.closing or self._tg is None:
-                raise ShuttingDown("host is shutting down")
+                raise _unsent(ShuttingDown("host is shutting down"))
             start = self._begin(slot, changed=changed, boot=boot)
             if not waits:
                 raise self._not_waited(slot, "started again in the background")
@@ -705,10 +721,11 @@ class ProviderPool:
         not wait for another (``awaits_start``); the reason quotes the last failure.
         The first leg to meet a boot start's failure (no request waited for that start)
         is told that failure itself: it says what failed, and promises no next start
-        (a one-shot command, which starts its providers at boot, ends before any)."""
+        (a one-shot command, which starts its providers at boot, ends before any). Told
+        at once, the leg never sent (``_unsent``)."""
         untold, slot.untold = slot.untold, None
         if untold is not None:
-            return type(untold)(untold.message, **untold.data)
+            return _unsent(type(untold)(untold.message, **untold.data))
         failed = "its last start failed"
         unreached = slot.unreached if slot.health.unreachable else None
         if unreached is not None:  # a remote server that is down: a start is a check
@@ -717,12 +734,16 @@ class ProviderPool:
             # The code of the failure that put it down (``transport``, a handshake's
             # ``timeout``): a script branching on it is told what the check found, not of
             # a crash of a process that does not exist.
-            return type(unreached)(
-                f"not waited for: {failed} ({slot.health.last_failure}); {what}",
-                **{**unreached.data, "stage": stage},
+            return _unsent(
+                type(unreached)(
+                    f"not waited for: {failed} ({slot.health.last_failure}); {what}",
+                    **{**unreached.data, "stage": stage},
+                )
             )
-        return ProviderCrashed(
-            f"not waited for: {failed} ({slot.health.last_failure}); {what}", stage=stage
+        return _unsent(
+            ProviderCrashed(
+                f"not waited for: {failed} ({slot.health.last_failure}); {what}", stage=stage
+            )
         )
 
     def start_timeout(self, slot: Slot) -> float:
@@ -933,7 +954,7 @@ class ProviderPool:
         were refused for when every one was; ``refusals_later``: that is told after
         verification, by ``record_refusals``; ``sent_mark``: its health's
         ``timeout_mark`` when it was sent, so legs that timed out together count as one
-        miss; ``ran`` False: a crash loop's leg, never sent, no failure of its own); restart
+        miss; ``ran`` False: a leg told at once, never sent, no failure of its own); restart
         a provider that is alive but hung (``is_hung``): its process is torn down in the
         pool's task group and the next request starts a fresh one, after the backoff the
         failure earns. Late replies read since the

@@ -90,6 +90,13 @@ class LegReport:
     #: An ``ok`` leg answered while its provider still builds its index: ``(done,
     #: total)`` of that build, the share of its index the answer searched.
     building: tuple[int, int] | None = None
+    #: ``False``: a failure told at once, its query never sent to its provider: a crash
+    #: loop's leg (``looping``), a parked provider's (its attempts spent, its credential
+    #: refused, its certificate untrusted, its command unable to run), one down whose next
+    #: start or check is not waited for, one a reload removed. Counted as a leg, never as
+    #: a failure of the provider's own (``record_leg``'s ``ran``). A leg not asked for
+    #: what is no failure (``no_consent``, ``skipped``, ``warming``) says so by its status.
+    sent: bool = True
 
     @property
     def looping(self) -> bool:

@@ -63,6 +63,7 @@ from ._health import (
     ask_cool_down_s,
     decide_ask,
     failure_text,
+    failures_in_a_row,
     record_answer,
     record_down,
     record_leg,
@@ -285,7 +286,7 @@ class HttpReranker:
         if h.untrusted:  # one failure is enough: the count would say nothing
             return f"cooling_down: {h.last_failure}; {when}"
         return (
-            f"cooling_down: {h.consecutive_failures} failures in a row, the last "
+            f"cooling_down: {failures_in_a_row(h.consecutive_failures)}, the last "
             f"{h.last_failure}; {when}"
         )
 

@@ -24,8 +24,10 @@ is not waited for (``behind``), whatever ``ready_wait_ms`` the request names (th
 waits for starts and warm-ups, and a crash loop's restart fails again): its restart
 runs in the pool and its leg is ``crashed``, code ``restarting``, at once: a fault, not
 ``warming`` (which says "ask again shortly"), yet no failure of its own in its health
-(it never reached the provider). Every leg's failure becomes a ``LegReply`` value, so
-siblings are never cancelled; the pool is told of broken connections.
+(it never reached the provider: ``sent`` False, as for every failure told at once, the
+query never sent: a parked provider's, one down whose next start is not waited for).
+Every leg's failure becomes a ``LegReply`` value, so siblings are never cancelled; the
+pool is told of broken connections.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ from hostd.transport import (
 
 from ._clock import now
 from ._gate import ConsentGate, destination_of
+from ._health import failures_in_a_row
 from ._outcome import (
     WARMING_PARTIAL,
     LegReply,
@@ -210,7 +213,7 @@ def restarting_message(slot: Slot) -> str:
     the words after ``its last failure: ``)."""
     health = slot.health
     return (
-        f"provider restarting after {health.consecutive_failures} failures in a row, "
+        f"provider restarting after {failures_in_a_row(health.consecutive_failures)}, "
         "not waited for; its last failure: "
         f"{health.last_failure}"
     )
@@ -445,7 +448,10 @@ class _Runner:
         """A typed failure, with what the process said of it (no later than
         ``deadline``); a crash, or a protocol fault that leaves the stream in an unknown
         state, breaks the connection. A malformed reply fails this leg alone: its
-        connection, and every other call on it, goes on (``breaks_connection``)."""
+        connection, and every other call on it, goes on (``breaks_connection``). A
+        failure told at once, the query never sent (``HostdError.unsent``: its provider
+        parked, or down with its next start not waited for), says so (``sent``)."""
+        sent = not exc.unsent  # read before a reload's words replace it
         retired = self.slots[leg.provider_id].retired
         if retired is not None:  # stopped by a config reload under this leg: say so
             exc = retired
@@ -470,6 +476,7 @@ class _Runner:
             phase=warming_phase(progress) if status is LegStatus.WARMING else None,
             stderr_tail=stderr_tail_of(exc),
             violations=violations,
+            sent=sent,
         )
 
     async def leg(
@@ -501,6 +508,7 @@ class _Runner:
                 status=LegStatus.CRASHED,
                 error_code=RESTARTING,
                 error_message=self.restarting_message(slot),
+                sent=False,
             )
         try:
             if conn is None and leg.wait_ready and not isinstance(written, HostdError):

@@ -202,6 +202,27 @@ def test_a_missing_ca_file_fails_the_start_naming_the_file(remote: Served, tmp_p
     assert TOKEN not in said
 
 
+def test_a_configured_remote_providers_missing_ca_file_names_its_section(
+    remote: Served, tmp_path: Path
+) -> None:
+    """Checked by its id, a provider's TLS key is named as the daemon names it: after its
+    own ``[[provider]]`` section (given by flags, ``--ca-file``, it is plain ``ca_file``)."""
+    absent = tmp_path / "absent-ca.pem"
+    config = tmp_path / "hostd.toml"
+    config.write_text(
+        f'[host]\nsocket = "{tmp_path}/s.sock"\nstate_dir = "{tmp_path}/state"\n\n'
+        f'[[provider]]\nid = "team-search"\nurl = "{remote.url}"\nca_file = "{absent}"\n'
+        f'token_file = "{remote.token_file}"\n'
+    )
+    code, rows, said = _check("--config", str(config), "--provider", "team-search")
+    assert code == 1
+    assert rows["start"]["detail"] == (
+        f"certificate: cannot load [[provider]] 'team-search' ca_file {absent}: "
+        "No such file or directory"
+    )
+    assert TOKEN not in said
+
+
 def test_a_configured_remote_provider_is_checked_by_its_id(remote: Served, tmp_path: Path) -> None:
     config = tmp_path / "hostd.toml"
     config.write_text(

@@ -297,6 +297,22 @@ def test_the_audit_summary_names_what_left_the_composition_short() -> None:
     assert "degraded: no;" in audit_summary(whole)
 
 
+def test_the_audit_summary_says_a_crash_loop_is_restarting() -> None:
+    """A crash loop's leg is ``crashed`` as one crash is: the degraded reason's detail
+    (``restarting``) is what tells them apart, so the line shows it."""
+    result = {
+        "audit": {"entries": [], "tokens_used": 0, "global_budget": 100},
+        "providers": [{"provider_id": "notes", "status": "crashed"}],
+        "degraded": True,
+        "degraded_reasons": [
+            {"reason": "provider_failed", "provider": "notes", "detail": "restarting"},
+        ],
+        "request_id": "r1",
+    }
+    line = audit_summary(result)
+    assert "providers: notes=crashed(0); degraded: provider_failed(notes: restarting);" in line
+
+
 def _compose(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "hostd", "--config", str(config), "compose", "q", *args],

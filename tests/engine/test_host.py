@@ -8,7 +8,15 @@ from pathlib import Path
 import anyio
 import pytest
 
-from hostd.engine import ConsentStore, FanOut, Host, LegReport, LegStatus, RestartPolicy
+from hostd.engine import (
+    ConsentStore,
+    FanOut,
+    Host,
+    LegReport,
+    LegStatus,
+    ProviderState,
+    RestartPolicy,
+)
 from hostd.errors import BadRequest, ShuttingDown, UnknownProvider
 from hostd.protocol import FrameId, canonical_token_cost
 from tests.engine._helpers import adversary, healthy, query
@@ -288,6 +296,32 @@ async def test_restarts_stop_after_the_bounded_attempts() -> None:
     assert third.reports["c"].status is LegStatus.CRASHED
     assert "restart attempts exhausted" in (third.reports["c"].error_message or "")
     assert listed["state"] == "failed" and listed["health"]["starts"] == 2
+
+
+async def test_a_parked_providers_legs_are_no_failures_of_its_own() -> None:
+    """Parked (its attempts spent, no retry of its own), a provider's legs fail at once,
+    never sent: each is counted as a leg with its message, yet its health's failures
+    (crashed legs, failing legs, failures and timeouts in a row, the figure its message
+    quotes) stay what its real failures made them, however many requests meet it."""
+    policy = RestartPolicy(
+        base_delay_s=0.001, max_delay_s=0.001, max_attempts=2, retry_failed_after_s=0
+    )
+    async with Host([adversary("crash", "c")], restart_policy=policy) as host:
+        for _ in range(2):  # it crashes at each query: parked after the second
+            await host.query_all(query(), 500)
+        before = host.health("c")
+        legs = [(await host.query_all(query(), 500)).reports["c"] for _ in range(4)]
+        after = host.health("c")
+    assert before.state is ProviderState.FAILED
+    for report in legs:
+        assert (report.status, report.error_code) == (LegStatus.CRASHED, "parked"), report
+        assert not report.sent, report
+        assert (report.error_message or "").startswith("restart attempts exhausted (2); ")
+    assert legs[0].error_message == legs[-1].error_message
+    assert after.legs == before.legs + 4 and after.last_error == legs[-1].error_message
+    figures = ("crashes", "failing_legs", "consecutive_failures", "consecutive_timeouts")
+    assert {f: getattr(after, f) for f in figures} == {f: getattr(before, f) for f in figures}
+    assert (after.crashes, after.failing_legs, after.consecutive_failures) == (2, 2, 2)
 
 
 async def test_cancelling_the_host_mid_query_leaves_no_process() -> None:

@@ -201,6 +201,19 @@ async def test_a_server_that_comes_back_is_asked_again_and_its_failures_forgotte
     assert row["remote"]["exchanges"] == 4
 
 
+async def test_a_server_cooling_down_after_one_failure_says_one_failure() -> None:
+    clock = _Clock()
+    async with rerank_server("ok", "--fail-first", "1") as port:
+        server = RerankServer(f"http://127.0.0.1:{port}", cool_down=_cooling(1, 5.0))
+        async with HttpReranker(server, PoolSettings(clock=clock)) as reranker:
+            failed = await reranker.rerank("why", CANDIDATES, 60.0)
+            skipped = await reranker.rerank("why", CANDIDATES, 60.0)
+    assert (failed.reason, failed.detail) == ("error", "HTTP 503")
+    assert skipped.detail == (
+        "cooling_down: 1 failure in a row, the last error: HTTP 503; next try in 5.0 s"
+    )
+
+
 async def test_asks_out_together_when_a_server_fails_double_its_cool_down_once() -> None:
     clock = _Clock()
     # No request is answered before all five are in: every ask is out before any fails.

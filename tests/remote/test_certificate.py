@@ -52,7 +52,7 @@ async def test_a_certificate_no_trusted_ca_signed_parks_the_provider_saying_what
                 clock[0] += 2.0  # past any check a server that is down would get
                 again = (await host.query_all(query(), 1000)).reports["remote"]
                 row = host.providers_list()[0]
-    said = f"the CA that signed it is not in ca_file {other.ca_file}"
+    said = f"the CA that signed it is not in [[provider]] 'remote' ca_file {other.ca_file}"
     assert (first.status, first.error_code) == (LegStatus.CRASHED, "certificate")
     message = first.error_message or ""
     assert message.startswith("certificate not trusted (") and message.endswith(said)
@@ -125,7 +125,7 @@ async def test_a_missing_ca_file_parks_the_provider_naming_the_file_until_it_is_
                 ca_file.write_bytes(served.ca_file.read_bytes())  # the user fixes it
                 clock[0] += POLICY.retry_failed_after_s
                 fixed = (await host.query_all(query(), 1000)).reports["remote"]
-    said = f"cannot load ca_file {ca_file}: No such file or directory"
+    said = f"cannot load [[provider]] 'remote' ca_file {ca_file}: No such file or directory"
     # A config error, not a server not reached: parked, not checked every 2 s.
     assert (first.status, first.error_code, first.error_message) == (
         LegStatus.CRASHED,

@@ -80,3 +80,36 @@ async def test_a_leg_not_waiting_for_the_next_check_says_the_timeout_that_put_it
     assert again.error_message == (
         f"not waited for: its server was not reached (timeout: {_MISSED}); the next check in 500 ms"
     )
+
+
+async def test_legs_not_waiting_for_the_next_check_are_no_missed_deadlines_of_its_own(
+    tmp_path: Path,
+) -> None:
+    """A server whose handshake timed out is down until its next check: the legs that
+    meet it meanwhile fail at once, never sent, so none is one more missed deadline
+    (``timeouts``, ``consecutive_timeouts``: what ``is_hung`` reads) nor one more failing
+    leg; each is counted as a leg, its message kept. The health clock is the test's: the
+    check is never due."""
+    tls = make_tls(tmp_path)
+    clock = [100.0]
+    async with serving(silent, tls) as (url, rec):
+        spec = remote_spec(url, tls, start_timeout_s=0.5)
+        async with Host(
+            [spec], consent=consented(tmp_path, spec.id), health_clock=lambda: clock[0]
+        ) as host:
+            first = (await host.query_all(query(), 1000)).reports[spec.id]
+            before = host.health(spec.id)
+            legs = [(await host.query_all(query(), 1000)).reports[spec.id] for _ in range(4)]
+            after = host.health(spec.id)
+    assert rec.kinds() == ["handshake"]  # none of those legs reached the server
+    assert first.sent and (first.status, first.error_code) == (
+        LegStatus.TIMEOUT,
+        "handshake_timeout",
+    )
+    for report in legs:
+        assert (report.status, report.error_code) == (LegStatus.TIMEOUT, "handshake_timeout")
+        assert not report.sent, report
+    assert after.legs == before.legs + 4 and after.last_error == legs[-1].error_message
+    figures = ("timeouts", "consecutive_timeouts", "failing_legs", "crashes")
+    assert {f: getattr(after, f) for f in figures} == {f: getattr(before, f) for f in figures}
+    assert after.consecutive_failures == before.consecutive_failures == 1

@@ -113,9 +113,12 @@ async def test_a_certificate_no_known_ca_signed_names_ca_file(tmp_path: Path, to
     assert message.startswith("certificate not trusted (")
     assert "CERTIFICATE_VERIFY_FAILED" in message  # as remote.md says, to search for
     if other is None:
-        assert message.endswith("): set ca_file to the CA that signed it")
+        # Its own section named: a config may hold a reranker's and other providers' too.
+        assert message.endswith("): set [[provider]] 'remote' ca_file to the CA that signed it")
     else:
-        assert message.endswith(f"): the CA that signed it is not in ca_file {other}")
+        assert message.endswith(
+            f"): the CA that signed it is not in [[provider]] 'remote' ca_file {other}"
+        )
 
 
 # -- the TLS wording, by reason ----------------------------------------------------------
