@@ -741,6 +741,11 @@ class ProviderPool:
             conn = await self.launcher.open(
                 spec, task_group=self._tg, handshake_timeout=timeout, on_progress=self._on_progress
             )
+        except ShuttingDown as exc:
+            # Cancelled by hostd itself (the pool closing under it): not the provider's
+            # failure, so neither counted in its health nor logged as one.
+            log.info("provider.start.cancelled", provider=spec.id, why=exc.message)
+            start.error = exc
         except HostdError as exc:
             before = slot.health
             if isinstance(exc, ProviderUnauthorized):

@@ -31,6 +31,7 @@ from hostd.errors import (
     MethodNotFound,
     ProviderCrashed,
     ProviderTimeout,
+    ShuttingDown,
 )
 from hostd.protocol import (
     DEFAULT_MAX_LINE_BYTES,
@@ -176,7 +177,9 @@ async def start_in_clean_context(
         await ready.wait()
     error = outcome.get("error")
     if isinstance(error, anyio.get_cancelled_exc_class()):
-        raise ProviderCrashed("the connection was cancelled before it started")
+        # The task group was cancelled under it: its owner closing (hostd stopping, a
+        # one-shot command ending), not the provider's failure.
+        raise ShuttingDown("hostd is closing: the provider's start was cancelled")
     if error is not None:
         raise error
     return outcome["value"]
