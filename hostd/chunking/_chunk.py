@@ -920,11 +920,9 @@ def chunk_text(
                     )
                 )
             continue
-        end = span.end
-        if sections in ("paragraphs", "records"):
-            # The blank lines between records carry nothing: the range ends at the text.
-            while end > span.start and not lines[end - 1].strip():
-                end -= 1
+        # The blank lines after a chunk's text carry nothing: its range ends at its last
+        # line of text, so a citation names no empty line and the prompt quotes none.
+        end = _last_text(lines, span.start, span.end)
         raw = b"".join(lines[span.start - 1 : end])
         if not raw.strip():
             continue  # whitespace carries no evidence

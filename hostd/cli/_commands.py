@@ -90,8 +90,9 @@ def add_core_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         "compose",
         parents=[common],
         help="compose a prompt for a goal (one shot)",
-        description="Start the configured providers, compose for GOAL, print the prompt "
-        "(or the whole ComposedPrompt with --json).",
+        description="Start the configured providers (only those of --providers, when "
+        "given), compose for GOAL, print the prompt (or the whole ComposedPrompt with "
+        "--json).",
     )
     compose.add_argument("goal", help="what the agent is trying to do")
     compose.add_argument(
@@ -421,7 +422,14 @@ async def _compose(cfg: Config, args: argparse.Namespace) -> int:
                 "warm\n"
             )
     bars = ProgressBars()
-    async with session(cfg, args.connect, bars, wait=args.wait, token_file=args.token_file) as s:
+    async with session(
+        cfg,
+        args.connect,
+        bars,
+        wait=args.wait,
+        token_file=args.token_file,
+        only=params.get("providers"),
+    ) as s:
         if args.connect is not None and bars.enabled:  # the daemon forwards its progress
             forward = forward_progress(bars)
             result = await s.call("context/compose", params, on_progress=forward)

@@ -17,7 +17,7 @@ import argparse
 import contextlib
 import os
 import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -362,6 +362,7 @@ async def session(
     hangup: bool = False,
     wait: float = DEFAULT_WAIT_S,
     token_file: str | None = None,
+    only: Sequence[str] | None = None,
 ) -> AsyncIterator[Any]:
     """An object with ``call(method, params)``: a running daemon, or one in-process.
     ``bars`` hears every provider's warm-up progress (in-process; ``--connect`` asks
@@ -370,7 +371,8 @@ async def session(
     (``Daemon.local``); ``hangup`` (in-process): SIGHUP reloads its config file, as a
     daemon's. ``wait``: how long a ``--connect`` waits for a daemon that is
     starting; ``token_file``: where a ``--connect tcp://…`` reads its token
-    (``connect_client``)."""
+    (``connect_client``); ``only`` (in-process): the providers the command's request
+    names, the only ones started up front (the others are not waited for)."""
     if connect is not None:
         tcp = tcp_address(connect) is not None
         path = Path(connect) if connect and not tcp else cfg.socket_path
@@ -403,13 +405,14 @@ async def session(
     else:
         from hostd.server import Daemon
 
-        # One shot: start every provider up front, so a slow index build is not a timeout.
+        # One shot: start every provider the request can reach up front, so a slow index
+        # build is not a timeout; one it does not name is neither started nor waited for.
         if boot:
             cfg = cfg.model_copy(
                 update={"host": cfg.host.model_copy(update={"start_providers": "boot"})}
             )
         daemon = Daemon(cfg)
-        async with daemon.local(behind=behind, hangup=hangup) as local:
+        async with daemon.local(behind=behind, hangup=hangup, boot_only=only) as local:
             if bars is not None and daemon.host is not None:
                 daemon.host.pool.progress_listeners.append(bars)
             try:

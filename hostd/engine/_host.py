@@ -98,6 +98,8 @@ class Host:
     ``anyio.current_time``). ``config_file``: the file the specs came from, named in
     the commands hints give. ``restart_idle``: a provider that is down starts again on its
     own once its backoff has passed, with no request asking (a long-running host's).
+    ``boot_only``: the providers a ``boot`` start starts (default: all; a one-shot
+    request's providers); the others start when a request asks for them.
     """
 
     def __init__(
@@ -119,6 +121,7 @@ class Host:
         health_clock: Callable[[], float] | None = None,
         config_file: str | None = None,
         restart_idle: bool = False,
+        boot_only: Iterable[str] | None = None,
     ) -> None:
         settings = PoolSettings(
             start=start,
@@ -131,6 +134,7 @@ class Host:
             clock=health_clock,
             config_file=config_file,
             restart_idle=restart_idle,
+            boot_only=None if boot_only is None else frozenset(boot_only),
         )
         self.pool = ProviderPool(specs, settings)
         self.state_dir = Path(state_dir) if state_dir is not None else None

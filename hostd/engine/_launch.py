@@ -80,6 +80,9 @@ class PoolSettings:
     #: long-running host's (``hostd serve``, ``hostd mcp``). Off, a one-shot command's
     #: provider starts again only when a request needs it.
     restart_idle: bool = False
+    #: The providers a ``boot`` start starts (``None``: all): a one-shot command's
+    #: request names its providers, and one it cannot reach is not waited for.
+    boot_only: frozenset[str] | None = None
 
 
 class Launcher:

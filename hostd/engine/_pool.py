@@ -423,12 +423,14 @@ class ProviderPool:
         return sorted((known[p] for p in wanted), key=lambda s: s.spec.id)
 
     async def start_all(self) -> None:
-        """Start every provider now (boot mode), waiting for each no longer than its start
-        deadline and the grace period. A failure is recorded in its health and logged
-        once, by the start itself (``provider.start.failed``, its typed error's reason
-        and text): a start outliving this wait (its teardown walks the grace period)
-        goes on in the pool's task group and logs its outcome when it ends."""
+        """Start every provider now (boot mode; those of ``boot_only`` when it is set),
+        waiting for each no longer than its start deadline and the grace period. A
+        failure is recorded in its health and logged once, by the start itself
+        (``provider.start.failed``, its typed error's reason and text): a start
+        outliving this wait (its teardown walks the grace period) goes on in the
+        pool's task group and logs its outcome when it ends."""
         s = self.settings
+        only = s.boot_only
 
         async def one(slot: Slot) -> None:
             with anyio.move_on_after(self.start_timeout(slot) + s.grace_period_s):
@@ -439,7 +441,8 @@ class ProviderPool:
 
         async with anyio.create_task_group() as tg:
             for slot in self.slots.values():
-                tg.start_soon(one, slot)
+                if only is None or slot.spec.id in only:
+                    tg.start_soon(one, slot)
 
     def reconfigure(self, specs: Iterable[ProviderSpec]) -> Reconfigured:
         """Take the providers of a reloaded config (sync: no await, so no request plans
@@ -800,6 +803,11 @@ class ProviderPool:
             conn = await self.launcher.open(
                 spec, task_group=self._tg, handshake_timeout=timeout, on_progress=self._on_progress
             )
+        except ShuttingDown as exc:
+            # Cancelled by hostd itself (the pool closing under it): not the provider's
+            # failure, so neither counted in its health nor logged as one.
+            log.info("provider.start.cancelled", provider=spec.id, why=exc.message)
+            start.error = exc
         except HostdError as exc:
             before = slot.health
             if isinstance(exc, ProviderUnauthorized):

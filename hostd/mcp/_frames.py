@@ -325,8 +325,9 @@ def _labels(doc: Document, chunks: Sequence[TextChunk]) -> list[str]:
     text that share a label (a record's parts, the pieces of one markdown section, the
     parts of one long line) are numbered in text order, ``(2/3)``: each is cited by a
     label of its own that says where it sits, never by a ``#2`` handed out in rank
-    order. A part of a tool's diff also names the files it shows
-    (``commit 1a2b3c4 (2/3): src/cache.py``)."""
+    order. A record of a tool's answer that shows a diff, whole or a part, also names
+    the files it shows (``commit 1a2b3c4: src/cache.py``, ``commit 1a2b3c4 (2/3):
+    src/cache.py``)."""
     many = len(chunks) > 1
     named: dict[int, str] = {}
     bases: list[str] = []
@@ -346,9 +347,11 @@ def _labels(doc: Document, chunks: Sequence[TextChunk]) -> list[str]:
         if n > 1:
             seen[base] += 1
             suffix = f" ({seen[base]}/{n})"
-            if c.record is not None and doc.tool is not None and doc.title is None:
-                paths = _unique(a or b for a, b in _DIFF_PATH_RE.findall(c.text))
-                suffix += f": {_listed('', paths)}" if paths else ""
+        if c.record is not None and doc.tool is not None and doc.title is None:
+            # Whole or a part: a commit's diff (git_show) is told from its log entry
+            # (git_log), which has the same label otherwise and would be cited "#2".
+            paths = _unique(a or b for a, b in _DIFF_PATH_RE.findall(c.text))
+            suffix += f": {_listed('', paths)}" if paths else ""
         labels.append(_clip(base, suffix) or "mcp")
     return labels
 

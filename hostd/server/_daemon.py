@@ -28,7 +28,7 @@ import socket
 import struct
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -411,7 +411,11 @@ class Daemon:
 
     @contextlib.asynccontextmanager
     async def local(
-        self, *, behind: bool = False, hangup: bool = False
+        self,
+        *,
+        behind: bool = False,
+        hangup: bool = False,
+        boot_only: Iterable[str] | None = None,
     ) -> AsyncIterator[LocalSession]:
         """Start the host without listeners; yield a session that dispatches in-process.
         ``behind`` (``hostd mcp``): a ``boot`` config's providers start as the block
@@ -419,12 +423,16 @@ class Daemon:
         at once and a request made meanwhile joins their start. ``hangup`` (``hostd
         mcp``, which its client keeps for hours): SIGHUP reloads the config file while
         the block runs, as it does ``hostd serve``'s (``_watch_hangup``, the same reload
-        and log); installed before the block begins."""
+        and log); installed before the block begins. ``boot_only`` (a one-shot
+        request's providers): a ``boot`` config starts only these, the others when a
+        request asks for them."""
         boot = self._boots_behind() if behind else False
         try:
             # ``hostd mcp`` runs as long as its client's session: a provider down is started
             # again on its own, as a daemon's is; a one-shot command's is not.
-            async with self._engine("lazy" if boot else None, restart_idle=behind):
+            async with self._engine(
+                "lazy" if boot else None, restart_idle=behind, boot_only=boot_only
+            ):
                 # The block's own exception is not fed to the task group (it would come
                 # back wrapped in an ExceptionGroup): the stack is closed with none.
                 starts = contextlib.AsyncExitStack()
@@ -460,12 +468,23 @@ class Daemon:
 
     @contextlib.asynccontextmanager
     async def _engine(
-        self, start: str | None = None, *, restart_idle: bool = False
+        self,
+        start: str | None = None,
+        *,
+        restart_idle: bool = False,
+        boot_only: Iterable[str] | None = None,
     ) -> AsyncIterator[Any]:
         """The engine ``Host`` and, when configured, the reranker beside it (stopped
         first), with the request pipeline over them; ``restart_idle``: a provider down
-        starts again with no request asking (``open_engine``)."""
-        opened = open_engine(self.config, self._host_factory, start, restart_idle=restart_idle)
+        starts again with no request asking; ``boot_only``: the providers a boot starts
+        (``open_engine``)."""
+        opened = open_engine(
+            self.config,
+            self._host_factory,
+            start,
+            restart_idle=restart_idle,
+            boot_only=boot_only,
+        )
         async with opened as (host, reranker):
             self.host, self.reranker = host, reranker
             self.pipeline = Pipeline(

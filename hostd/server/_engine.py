@@ -9,7 +9,7 @@ background opens them lazily and starts them as it begins serving.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from hostd.config import Config, HostSettings, RerankerSettings
@@ -87,11 +87,13 @@ async def open_engine(
     start: str | None = None,
     *,
     restart_idle: bool = False,
+    boot_only: Iterable[str] | None = None,
 ) -> AsyncIterator[tuple[Any, Any]]:
     """``(host, reranker)`` for the block (``reranker`` is ``None`` without ``[reranker]``).
     ``host_factory`` (tests) builds the host instead of the configured engine.
     ``restart_idle``: a provider (or reranker process) that is down starts again on its
-    own, with no request asking (a long-running host: ``hostd serve``, ``hostd mcp``)."""
+    own, with no request asking (a long-running host: ``hostd serve``, ``hostd mcp``).
+    ``boot_only``: the providers a ``boot`` start starts (default: all; ``Host``)."""
     from hostd.engine import Host, PoolSettings
 
     cfg = config.host
@@ -112,6 +114,7 @@ async def open_engine(
             restart_policy=policy,
             config_file=None if config.source == "<defaults>" else config.source,
             restart_idle=restart_idle,
+            boot_only=boot_only,
         )
     async with host_cm as host:
         reranker = make_reranker(

@@ -258,3 +258,20 @@ def test_a_failed_legs_line_is_followed_by_what_its_stderr_ended_with(tmp_path: 
     parts = [int(line.split()[3]) for line in said[1:]]
     assert parts == list(range(40 - len(parts), 40)), done.stderr
     assert all(line.endswith(" of the index " + "." * 60) for line in said[1:])
+
+
+def test_a_one_shot_compose_starts_only_the_providers_it_names(tmp_path: Path) -> None:
+    # "beta" marks its start in a file and never answers: `--providers alpha` must
+    # neither start it nor wait for it (an MCP server, a slow index, is seconds).
+    marker = tmp_path / "beta-started"
+    config = _config(tmp_path, ("alpha", 2))
+    starts = ["python", "-c", f"import pathlib; pathlib.Path({str(marker)!r}).touch()"]
+    with config.open("a") as f:
+        f.write(f'\n[[provider]]\nid = "beta"\ncommand = {json.dumps(starts)}\n')
+    done = _hostd("--config", str(config), "compose", "goal", "--providers", "alpha", "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert [p["provider_id"] for p in result["providers"]] == ["alpha"]
+    assert result["providers"][0]["status"] == "ok"
+    assert not marker.exists(), "beta was started though the request did not name it"
+    assert "beta" not in done.stderr

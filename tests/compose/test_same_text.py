@@ -62,10 +62,10 @@ def test_a_tool_read_and_a_file_chunk_of_the_same_lines_are_one_piece_of_evidenc
 ) -> None:
     (chunk,) = files_frames(tmp_path, "docs/runbook.txt", PLAIN)
     (piece,) = read_text_file(PLAIN)
-    # Why they differed: the chunk keeps the blank line after the text, the piece ends
-    # at its last line of text, so their digests differ; the piece has no place.
-    assert chunk.content == f"{piece.content}\n"
-    assert chunk.content_digest != piece.content_digest
+    # Both end at their last line of text: the same bytes, so the same digest; the
+    # piece has no place, the chunk has the file's.
+    assert chunk.content == piece.content
+    assert chunk.content_digest == piece.content_digest
     assert [p.type for p in piece.provenance] == ["mcp"]
     pairs = [("files", chunk), ("fs", piece)]
     result = compose_for_prompt(pairs, 2000)

@@ -86,6 +86,24 @@ def test_a_record_over_the_limit_is_cut_within_itself_each_part_named_by_it() ->
     )
 
 
+def test_a_commits_diff_is_labelled_apart_from_its_log_entry() -> None:
+    # git_log's entry and git_show's answer for one commit are two pieces of evidence
+    # (the message; the message and its diff): each says which, not "commit d42b21d #2".
+    show = Document(
+        method="tools/call:git_show",
+        text=(
+            f"commit {SHAS[0]}\nAuthor: Dev <dev@example.com>\nDate:   Mon Mar 3 2025\n\n"
+            "    Keep records whole\n\n--- a/src/cache.py\n+++ b/src/cache.py\n"
+            "@@ -1 +1 @@\n-old = 1\n+new = 2\n"
+        ),
+        always=True,
+    )
+    (diff,) = cut(show)
+    (entry, _) = cut(_git_log(_log(SHAS[:2])))
+    assert entry.label == f"commit {SHAS[0][:7]}"
+    assert diff.label == f"commit {SHAS[0][:7]}: src/cache.py"
+
+
 def test_a_record_keeps_its_frame_id_and_label_when_the_answer_shifts() -> None:
     before = cut(_git_log(_log(SHAS[1:4])))
     after = cut(_git_log(_log(SHAS[0:4])))  # one more commit on top: every entry moves down

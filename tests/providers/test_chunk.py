@@ -147,6 +147,7 @@ def test_chunks_cover_every_line_with_text_and_digest_their_range(
             assert c.text.encode("utf-8") == addressed and c.digest == sha256_digest(addressed)
             assert c.end - c.start + 1 <= window
             covered |= set(range(c.start, c.end + 1))
+            assert lines[c.end - 1].strip()  # it ends at its last line of text
         # Nothing lost: every line that carries text is in exactly one chunk.
         assert {i for i, ln in enumerate(lines, 1) if ln.strip()} <= covered
         assert sum(c.end - c.start + 1 for c in chunks) == len(covered)
@@ -172,6 +173,22 @@ def test_text_chunks_cover_every_line_whatever_the_sections(
         covered |= set(range(c.start, c.end + 1))
     assert {i for i, ln in enumerate(lines, 1) if ln.strip()} <= covered
     assert sum(c.end - c.start + 1 for c in chunks) == len(covered)
+
+
+def test_a_chunk_ends_at_its_last_line_of_text_not_the_blank_lines_after_it() -> None:
+    # A citation's range names no empty line, and the prompt quotes none: the blank
+    # lines between sections and paragraphs belong to no chunk.
+    md = "".join(f"## Part {i}\n\nA note about part {i} of it.\n\n\n" for i in range(6))
+    prose = "".join(f"Paragraph {i} says one thing about the build.\n\n" for i in range(40))
+    for name, text in (("notes.md", md), ("notes.rst", prose)):
+        data = text.encode()
+        lines = split_lines(data)
+        chunks = chunk_file(Path("/r") / name, name, data, 8, min_tokens=0)
+        assert len(chunks) > 1, name
+        for c in chunks:
+            assert lines[c.end - 1].strip(), (name, c.range)
+            assert not c.text.endswith("\n\n"), (name, c.range)
+            assert c.text.encode() == address_line_range(data, c.range)
 
 
 def test_paragraph_sections_cut_records_apart() -> None:

@@ -31,6 +31,7 @@ from hostd.errors import (
     MethodNotFound,
     ProviderCrashed,
     ProviderTimeout,
+    ShuttingDown,
 )
 from hostd.protocol import (
     DEFAULT_MAX_LINE_BYTES,
@@ -49,7 +50,7 @@ from hostd.protocol import (
 from .._ack import Acked
 from .._readiness import OnProgress, Readiness
 from .._redact import Redactor, amend
-from ..bindings import CGP_SDK_WIRE, CgpCodec, check_ack, find_binding
+from ..bindings import CGP_SDK_WIRE, CgpCodec, binding_problem, check_ack, find_binding
 from ._client import PipeClient, StartedCall
 from ._process import ChildProcess, StderrPolicy
 from ._stdout import LineSink
@@ -176,7 +177,9 @@ async def start_in_clean_context(
         await ready.wait()
     error = outcome.get("error")
     if isinstance(error, anyio.get_cancelled_exc_class()):
-        raise ProviderCrashed("the connection was cancelled before it started")
+        # The task group was cancelled under it: its owner closing (hostd stopping, a
+        # one-shot command ending), not the provider's failure.
+        raise ShuttingDown("hostd is closing: the provider's start was cancelled")
     if error is not None:
         raise error
     return outcome["value"]
@@ -300,9 +303,9 @@ class ProviderConnection(Acked):
         that answers ``-32601`` to ``context/handshake`` (a reranker written to its one
         method) is kept, with no ack (``info`` is ``None``) and ready at once; a
         provider always needs one."""
-        # In a worker thread: a lazy binding's module (the MCP SDK's client) imports
-        # there, a second or two that would otherwise stop every other connection's loop.
-        factory = await anyio.to_thread.run_sync(client_factory, binding, options)
+        problem = binding_problem(binding)  # refused before anything runs (imports nothing)
+        if problem is not None:
+            raise ValueError(problem)
         redactor = redactor if redactor is not None else Redactor()
         try:
             child = await ChildProcess.spawn(
@@ -313,6 +316,17 @@ class ProviderConnection(Acked):
             raise
         except OSError as exc:
             raise redactor.error(ProviderCrashed(f"cannot start provider: {exc}")) from exc
+        try:
+            # In a worker thread: a lazy binding's module (the MCP SDK's client) imports
+            # there, a second or two that would otherwise stop every other connection's
+            # loop. After the spawn, so the child boots (an MCP server's interpreter and
+            # its own imports, seconds on a busy machine) while it imports, not after:
+            # beside `hostd mcp`'s own import of the SDK, which holds that import back.
+            factory = await anyio.to_thread.run_sync(client_factory, binding, options)
+        except BaseException:
+            # Nothing was asked of the child yet (its output waits in the pipes).
+            await child.aclose(grace=grace, abandoned=True)
+            raise
         try:
             conn: ProviderConnection = await start_in_clean_context(
                 task_group,
