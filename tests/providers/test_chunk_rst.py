@@ -161,7 +161,13 @@ def test_an_rst_chunk_stops_at_the_next_title_and_names_its_section() -> None:
     path, rel, data = Path("/r/doc/configuration.rst"), "doc/configuration.rst", PAGE.encode()
     lines = PAGE.splitlines()
     starts = [a for a, _, _ in rst_sections(split_lines(data))]
-    ends = {a - 1 for a in starts[1:]} | {len(lines)}
+
+    def last_text(line: int) -> int:  # a chunk ends at its last line of text
+        while line > 0 and not lines[line - 1].strip():
+            line -= 1
+        return line
+
+    ends = {last_text(a - 1) for a in starts[1:]} | {last_text(len(lines))}
     for c in chunk_file(path, rel, data, min_tokens=0):
         # No chunk runs past a title into the section after it.
         assert not any(c.start < t <= c.end for t in starts), (c.range, c.heading)
