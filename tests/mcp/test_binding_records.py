@@ -168,7 +168,7 @@ async def test_git_show_of_one_commit_is_one_record_every_part_named_by_it(
     assert leg["status"] == "ok" and leg["violations"] == [], leg
     labels = [c["label"] for c in result["citations"] if c["frame"]["provider_id"] == "git"]
     assert labels, result["audit"]
-    named = re.compile(rf"commit {head[:7]}( \(\d+/\d+\)(: .+)?)?")
+    named = re.compile(rf"commit {head[:7]}( \(\d+/\d+\))?(: .+)?")
     assert all(named.fullmatch(label) for label in labels), labels
     quoted = "\n".join(text for _, text in _FENCE.findall(result["prompt"]))
     subject, first, second = repo.messages[head]

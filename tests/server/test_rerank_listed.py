@@ -103,7 +103,8 @@ async def test_a_refused_rerank_server_is_listed_failed_and_cooling_down(
         "asks 2, fallbacks 2, 1 failure in a row, cooling down: next try in "
     )
     assert (
-        "hostd: [reranker]: the last ask fell back: unavailable: cooling_down: 1 failures" in stderr
+        "hostd: [reranker]: the last ask fell back: unavailable: cooling_down: 1 failure in a row"
+        in stderr
     )
     assert [x.split("\t")[0] for x in stdout.splitlines()] == ["alpha", "beta", "[reranker]"]
     stdout, _ = await _cli(daemon, "--json")
