@@ -862,7 +862,6 @@ def record_down(
     return replace(
         downed,
         state=ProviderState.FAILED if cooling else ProviderState.CRASHED,
-        consecutive_failures=n,
         failed_at=now,
         last_failure=counted.last_error,
         last_failure_at=now,
