@@ -565,22 +565,7 @@ def record_refused(health: Health, *, now: float, error: str) -> Health:
     ``error`` (what to fix) its last failure, until its credential changes
     (``decide_start``), its cool-down passes or a restart is asked for. Refused again
     while parked (its retry), its next cool-down doubles, as for a failed retry."""
-    error = bounded_error(error)
-    return replace(
-        health,
-        state=ProviderState.FAILED,
-        failed_at=now,
-        consecutive_timeouts=0,
-        last_error=error,
-        last_failure=error,
-        last_failure_at=now,
-        stderr_tail=None,
-        start_timed_out=False,
-        refused=True,
-        unreachable=False,
-        untrusted=False,
-        failed_retries=_failed_retries(health),
-    )
+    return _parked_at_once(health, now=now, error=error, untrusted=False)
 
 
 def record_untrusted(health: Health, *, now: float, error: str) -> Health:
@@ -592,6 +577,15 @@ def record_untrusted(health: Health, *, now: float, error: str) -> Health:
     cool-down passes (``retry_failed_after_s``, the first one each time: a certificate
     renewed on the server is taken within it, however long it was wrong) or a restart
     is asked for."""
+    return _parked_at_once(health, now=now, error=error, untrusted=True)
+
+
+def _parked_at_once(health: Health, *, now: float, error: str, untrusted: bool) -> Health:
+    """A remote provider parked (``failed``) by a failure no restart cures, with no
+    failure counted: its credential refused (``refused``), or, ``untrusted``, its
+    server's certificate. They differ in the flag set and in the cool-down: a refusal's
+    doubles with each retry refused again (``_failed_retries``), a certificate's never
+    grows (``failed_retries`` 0)."""
     error = bounded_error(error)
     return replace(
         health,
@@ -603,10 +597,10 @@ def record_untrusted(health: Health, *, now: float, error: str) -> Health:
         last_failure_at=now,
         stderr_tail=None,
         start_timed_out=False,
-        refused=False,
+        refused=not untrusted,
         unreachable=False,
-        untrusted=True,
-        failed_retries=0,
+        untrusted=untrusted,
+        failed_retries=0 if untrusted else _failed_retries(health),
     )
 
 
