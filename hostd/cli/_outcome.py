@@ -128,6 +128,11 @@ def frames_cap_note(result: dict[str, Any], max_frames: int) -> str | None:
     )
 
 
+#: Leg codes whose word its message leaves to the code (the engine says the code once:
+#: ``not trusted (…)`` with code ``certificate``): a leg's line says it before the
+#: message, as its health's ``last_failure`` does (``certificate: not trusted (…)``).
+_CODE_SAID = frozenset({"certificate"})
+
 #: What to fix, for each audit reason that drops a frame for what its provider sent
 #: (``PROVIDER_FAULTS``; a test holds the two the same).
 _PROVIDER_FAULTS = {
@@ -266,6 +271,9 @@ def leg_failures(
         how = said_once(str(error.get("message") or ""), tail) or ", ".join(
             f"{v.get('rule')} {v.get('field')}" for v in p.get("violations") or []
         )
+        code = error.get("code")
+        if code in _CODE_SAID and how:  # a daemon of an older version said it in the message
+            how = f"{code}: {how.removeprefix(f'{code} ')}"
         if status == "timeout" and 'binding = "cgp"' not in how:  # when it is only slow
             starting = error.get("code") == "handshake_timeout"  # its start, not a call
             key = "start_timeout_s" if starting else "timeout_ms"

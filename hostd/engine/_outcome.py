@@ -96,7 +96,17 @@ def failure_of(
     exc: HostdError, progress: Mapping[str, Any] | None = None
 ) -> tuple[LegStatus, str, str, tuple[Violation, ...]]:
     """A leg's typed failure as (status, code, message, violations); ``progress``: the
-    provider's last warm-up figures, told with a ``warming`` answer."""
+    provider's last warm-up figures, told with a ``warming`` answer. The code is said
+    once: a message that begins with it (``certificate not trusted (…)``, code
+    ``certificate``) is given without it (``not trusted (…)``), as its health's
+    ``last_failure`` says it (``failure_text``)."""
+    status, code, message, violations = _failure_of(exc, progress)
+    return status, code, message.removeprefix(f"{code} "), violations
+
+
+def _failure_of(
+    exc: HostdError, progress: Mapping[str, Any] | None
+) -> tuple[LegStatus, str, str, tuple[Violation, ...]]:
     if isinstance(exc, ProviderTimeout):  # the handshake's own timeout
         return LegStatus.TIMEOUT, "handshake_timeout", exc.message, ()
     if isinstance(exc, ProviderUnauthorized):  # a remote provider's 401/403

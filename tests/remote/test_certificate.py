@@ -18,6 +18,7 @@ import anyio
 import pytest
 
 from hostd._hints import down_state
+from hostd.cli._outcome import leg_failures
 from hostd.engine import Host, LegStatus, RestartPolicy
 from tests.engine._helpers import query
 from tests.fixtures.log_events import events
@@ -55,15 +56,19 @@ async def test_a_certificate_no_trusted_ca_signed_parks_the_provider_saying_what
     said = f"the CA that signed it is not in [[provider]] 'remote' ca_file {other.ca_file}"
     assert (first.status, first.error_code) == (LegStatus.CRASHED, "certificate")
     message = first.error_message or ""
-    assert message.startswith("certificate not trusted (") and message.endswith(said)
+    # Its code said once: beside code ``certificate``, the message does not begin with it.
+    assert message.startswith("not trusted (") and message.endswith(said)
     # Parked: not handshaken again; the same words, and when it is checked again.
     assert (again.status, again.error_code) == (LegStatus.CRASHED, "certificate")
     assert again.error_message == f"{message} (checked again in 58 s, or at providers/restart)"
+    # The compose summary, which shows the status and not the code, says the code first.
+    (line,) = leg_failures({"providers": [again.to_wire()], "prompt": ""})
+    assert line == f"  remote: crashed: certificate: {again.error_message}"
     assert rec.seen == []  # the TLS handshake failed: no request reached the server
     health = row["health"]
     assert row["state"] == "failed"
     # Its code said once, as a crash's is (``crashed: provider process ended``).
-    last = f"certificate: {message.removeprefix('certificate ')}"
+    last = f"certificate: {message}"
     assert health["last_failure"] == last
     assert (health["consecutive_failures"], health["retry_in_s"]) == (0, 58.0)
     assert "next_check_in_s" not in health  # not a server that is down
