@@ -60,6 +60,7 @@ from hostd._printable import printable
 
 __all__ = [
     "NO_HANDSHAKE",
+    "FLAGS",
     "NO_REMOTE_HANDSHAKE",
     "PROVIDER_FAULTS",
     "RESTARTING",
@@ -69,12 +70,15 @@ __all__ = [
     "dropped_words",
     "duration",
     "failure_tail_lines",
+    "key_named",
+    "no_remote_handshake",
     "parked_restart",
     "refused_legs",
     "restarting_advice",
     "restarting_failures",
     "restarting_last",
     "said_once",
+    "says_remote_handshake",
     "shown_stderr_tail",
     "stderr_said",
     "stderr_tail_lines",
@@ -100,16 +104,51 @@ NO_HANDSHAKE = (
     'warm-up")'
 )
 
-#: What to check when a remote provider's handshake got no reply at all (a refused
-#: connection, a certificate or a 401 fails at once, in its own words): whether the url
-#: answers from here, the TLS set-up a server may wait on, the token, and a proxy, which
-#: hostd never uses (``trust_env`` off: C8). Named by config keys only, never a value.
-NO_REMOTE_HANDSHAKE = (
-    "check that the url answers from this machine (a POST to it with curl gets a reply at "
-    "once, even a 401), that its TLS is set up as the server expects (ca_file; client_cert "
-    "and client_key if it asks for mutual TLS), that the server accepts the token, and that "
-    "it is reachable without a proxy (hostd ignores HTTPS_PROXY and the other proxy variables)"
-)
+#: The ``section`` of a remote provider whose options are given as command-line flags
+#: (``hostd check-provider --url``), not in a config section: its keys are named as the
+#: flags that give them (``key_named``: ``--ca-file``).
+FLAGS = "--"
+
+
+def key_named(section: str, key: str) -> str:
+    """How a remote provider's option ``key`` is named to the user who set it: the
+    config key after its ``section`` (``[[provider]] 'team-search' ca_file``,
+    ``[reranker] ca_file``; ``""``: the bare key), or, with ``section`` ``FLAGS``, the
+    command-line flag that gives it (``--ca-file``)."""
+    if section == FLAGS:
+        return "--" + key.replace("_", "-")
+    return f"{section}{key}"
+
+
+def no_remote_handshake(section: str = "") -> str:
+    """What to check when a remote provider's handshake got no reply at all (a refused
+    connection, a certificate or a 401 fails at once, in its own words): whether its
+    url answers from here, the TLS set-up a server may wait on, the token, a proxy,
+    which hostd never uses (``trust_env`` off: C8), and the deadline it had, for a
+    server only slow to answer. Named by the keys of its own ``section``
+    (``key_named``: a config may hold several remote providers; flags for one given by
+    them), never by a value."""
+    url, ca_file, start = (key_named(section, key) for key in ("url", "ca_file", "start_timeout_s"))
+    mutual = "--client-cert and --client-key" if section == FLAGS else "client_cert and client_key"
+    return (
+        f"check that {url} answers from here (curl's POST gets a reply at once, even a "
+        f"401), its TLS ({ca_file}; {mutual} for mutual TLS), the token, and that no proxy "
+        "is needed (hostd ignores HTTPS_PROXY and the other proxy variables); if it is only "
+        f"slow, raise {start}"
+    )
+
+
+#: ``no_remote_handshake`` of a provider with no section to name (its keys bare).
+NO_REMOTE_HANDSHAKE = no_remote_handshake()
+
+#: Words every ``no_remote_handshake`` says, whatever its keys are named after.
+_REMOTE_MARK = "hostd ignores HTTPS_PROXY and the other proxy variables"
+
+
+def says_remote_handshake(text: str) -> bool:
+    """Whether ``text`` already says what to check of a remote handshake never answered
+    (``no_remote_handshake``, after any section; a daemon of an older version's too)."""
+    return _REMOTE_MARK in text
 
 
 #: The ``error.code`` of a ``crashed`` leg whose provider is in a crash loop, restarted

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from pydantic import ValidationError
 
+from hostd._hints import FLAGS
 from hostd.config import HostSettings, McpSettings, ProviderSettings
 
 from ._common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, print_json
@@ -308,8 +309,8 @@ def _check_remote(
             budget=args.budget,
             deadlines=deadlines,
             query_text=args.query_text,
-            # Given by flags (--ca-file), its TLS files have no config section to name.
-            section="" if args.url is not None else None,
+            # Given by flags (--ca-file), its options are named as the flags, not as keys.
+            section=FLAGS if args.url is not None else None,
         ),
         backend="asyncio",
     )

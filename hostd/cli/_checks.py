@@ -58,7 +58,7 @@ from urllib.parse import urlsplit
 
 import anyio
 
-from hostd._hints import NO_HANDSHAKE, NO_REMOTE_HANDSHAKE
+from hostd._hints import NO_HANDSHAKE, no_remote_handshake
 from hostd.config import HostSettings, ProviderSettings, provider_command
 from hostd.engine import Launcher, LegAudit, PoolSettings, ProviderSpec, audit_leg
 from hostd.engine.verify import (
@@ -390,9 +390,9 @@ async def check_remote_provider(
     the token read at the handshake, every error scrubbed of it, C8); never raises for
     a bad peer. Malformed input and shutdown are skipped, with why: a remote provider
     has no stdin and no process here. ``timeout_s``/``deadlines``/``query_text`` as
-    ``check_provider``'s. ``section``: what its TLS keys are named after (``""`` for
-    a provider given by flags; by default its ``[[provider]]`` section, as the daemon
-    says them)."""
+    ``check_provider``'s. ``section``: what its keys are named after (``FLAGS`` for a
+    provider given by flags: ``--ca-file``; by default its ``[[provider]]`` section, as
+    the daemon says them)."""
     url = spec.url
     assert url is not None
     deadlines = deadlines or Deadlines.of(timeout_s)
@@ -417,7 +417,7 @@ async def check_remote_provider(
         await launcher.aclose()  # shielded: its pooled client is closed whatever happened
     if run.unanswered:  # no reply at all: what to check, as a pipe's row says its causes
         row = next(r for r in run.results if r.name == "handshake")
-        row.detail = f"{row.detail}; {NO_REMOTE_HANDSHAKE}"
+        row.detail = f"{row.detail}; {no_remote_handshake(endpoint.section)}"
     _not_run_after(run.results, remote=True)
     # Nothing a row says may carry a token the source read, even one the server echoed
     # into its handshake (C8): every row leaves through the provider's redactor.

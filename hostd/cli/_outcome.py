@@ -16,13 +16,13 @@ from urllib.parse import unquote, urlsplit
 
 from hostd._hints import (
     NO_HANDSHAKE,
-    NO_REMOTE_HANDSHAKE,
     budget_advice,
     dropped_frames,
     dropped_words,
     restarting_advice,
     restarting_failures,
     said_once,
+    says_remote_handshake,
     shown_stderr_tail,
     stderr_tail_lines,
     warming_advice,
@@ -280,9 +280,10 @@ def leg_failures(
             # A pipe's reply never flushed, or set-up before the handshake: said by the
             # timeout itself (a remote provider's says what it checks instead, having no
             # pipe), here only when a daemon of an older version left it out.
-            if starting and NO_HANDSHAKE not in how and NO_REMOTE_HANDSHAKE not in how:
+            if starting and NO_HANDSHAKE not in how and not says_remote_handshake(how):
                 how += f"; {NO_HANDSHAKE}"
-            how += f"; if it is only slow, raise its [[provider]] {key}"
+            if not says_remote_handshake(how):  # which names its own start deadline
+                how += f"; if it is only slow, raise its [[provider]] {key}"
         lines.append(f"  {p.get('provider_id')}: {status}" + (f": {how}" if how else ""))
         said = stderr_tail_lines(str(p.get("provider_id")), error.get("stderr_tail"))
         lines += [f"  {line}" for line in said]  # under it, as `hostd providers` shows them

@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 import pytest
 
-from hostd._hints import NO_REMOTE_HANDSHAKE
+from hostd._hints import FLAGS, no_remote_handshake
 from hostd.cli._checks import Deadlines, check_remote_provider
 from hostd.engine import ProviderSpec
 from tests.fixtures.cli import run_hostd
@@ -180,13 +180,16 @@ def test_a_refused_token_from_a_variable_is_named_by_the_variable(remote: Served
     assert wrong not in said
 
 
-def test_without_its_ca_file_the_handshake_says_to_set_ca_file(remote: Served) -> None:
+def test_without_its_ca_file_the_handshake_names_the_ca_file_flag(remote: Served) -> None:
+    # Given by flags, its CA is given by a flag too: the advice names it, not a config key.
     code, rows, said = _check("--url", remote.url, "--token-file", str(remote.token_file))
     assert code == 1
     _assert_nothing_after_the_handshake(rows)
     detail = rows["handshake"]["detail"]
     assert detail.startswith("certificate not trusted ("), detail
-    assert detail.endswith("CERTIFICATE_VERIFY_FAILED): set ca_file to the CA that signed it")
+    assert detail.endswith(
+        "CERTIFICATE_VERIFY_FAILED): give the CA that signed it with --ca-file PATH"
+    )
     assert TOKEN not in said
 
 
@@ -197,7 +200,7 @@ def test_a_missing_ca_file_fails_the_start_naming_the_file(remote: Served, tmp_p
     )
     assert code == 1
     assert rows["start"]["detail"] == (
-        f"certificate: cannot load ca_file {absent}: No such file or directory"
+        f"certificate: cannot load --ca-file {absent}: No such file or directory"
     )
     assert TOKEN not in said
 
@@ -206,7 +209,7 @@ def test_a_configured_remote_providers_missing_ca_file_names_its_section(
     remote: Served, tmp_path: Path
 ) -> None:
     """Checked by its id, a provider's TLS key is named as the daemon names it: after its
-    own ``[[provider]]`` section (given by flags, ``--ca-file``, it is plain ``ca_file``)."""
+    own ``[[provider]]`` section (given by flags, it is the flag: ``--ca-file``)."""
     absent = tmp_path / "absent-ca.pem"
     config = tmp_path / "hostd.toml"
     config.write_text(
@@ -259,27 +262,51 @@ async def test_a_remote_provider_that_never_answers_misses_the_start_deadline() 
         ("query", False),
     ]
     assert checked.results[1].detail == "not run: the handshake failed"
+    hint = no_remote_handshake("[[provider]] 'silent' ")
     assert checked.results[0].detail == (
-        f"no answer within 500 ms (the start_timeout_s asked for); {NO_REMOTE_HANDSHAKE}"
+        f"no answer within 500 ms (the start_timeout_s asked for); {hint}"
     )
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("section", "url", "tls", "start"),
+    [
+        (
+            None,
+            "[[provider]] 'remote' url",
+            "[[provider]] 'remote' ca_file; client_cert and client_key",
+            "[[provider]] 'remote' start_timeout_s",
+        ),
+        (FLAGS, "--url", "--ca-file; --client-cert and --client-key", "--start-timeout-s"),
+    ],
+)
 async def test_a_https_server_that_never_answers_the_handshake_is_told_what_to_check(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    section: str | None,
+    url: str,
+    tls: str,
+    start: str,
 ) -> None:
     """The server reads the handshake and answers nothing: the row names what to check
-    (the url, TLS, the token, a proxy), never the token."""
+    (the url, TLS, the token, a proxy, the start deadline) by the keys of the provider's
+    own section, or the flags that gave them (``--url``), never the token."""
     monkeypatch.setenv("HOSTD_TEST_REMOTE_TOKEN", TOKEN)
-    tls = make_tls(tmp_path)
-    async with serving(silent, tls) as (url, rec):
-        spec = remote_spec(url, tls)
-        checked = await check_remote_provider(spec, deadlines=Deadlines.of(0.5, start_s=0.5))
+    files = make_tls(tmp_path)
+    async with serving(silent, files) as (served_url, rec):
+        spec = remote_spec(served_url, files)
+        checked = await check_remote_provider(
+            spec, deadlines=Deadlines.of(0.5, start_s=0.5), section=section
+        )
     assert rec.kinds() == ["handshake"]
     row = checked.results[0]
     assert (row.name, row.passed) == ("handshake", False)
     assert row.detail == (
-        f"no answer within 500 ms (the start_timeout_s asked for); {NO_REMOTE_HANDSHAKE}"
+        f"no answer within 500 ms (the start_timeout_s asked for); check that {url} answers "
+        "from here (curl's POST gets a reply at once, even a 401), its TLS "
+        f"({tls} for mutual TLS), the token, and that no proxy is needed (hostd ignores "
+        f"HTTPS_PROXY and the other proxy variables); if it is only slow, raise {start}"
     )
     assert TOKEN not in " ".join(r.detail for r in checked.results)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import structlog
 
-from hostd._hints import NO_HANDSHAKE, NO_REMOTE_HANDSHAKE
+from hostd._hints import NO_HANDSHAKE, no_remote_handshake
 from hostd.cli._outcome import leg_failures
 from hostd.engine import Host, LegStatus
 from tests.engine._helpers import query
@@ -23,7 +23,8 @@ from tests.remote._servers import TOKEN, consented, make_tls, remote_spec, servi
 
 pytestmark = pytest.mark.anyio
 
-_MISSED = f"no handshake reply within 500 ms; {NO_REMOTE_HANDSHAKE}"
+_SECTION = "[[provider]] 'remote' "
+_MISSED = f"no handshake reply within 500 ms; {no_remote_handshake(_SECTION)}"
 
 
 @pytest.fixture(autouse=True)
@@ -43,6 +44,12 @@ async def test_a_remote_handshake_never_answered_says_what_to_check(tmp_path: Pa
     assert rec.kinds() == ["handshake"]  # it reached the server, which never answered
     assert (report.status, report.error_code) == (LegStatus.TIMEOUT, "handshake_timeout")
     assert report.error_message == _MISSED
+    # Named by the provider's own keys: a config may hold several remote providers.
+    assert _MISSED.startswith(
+        "no handshake reply within 500 ms; check that [[provider]] 'remote' url"
+    )
+    assert "([[provider]] 'remote' ca_file; client_cert and client_key" in _MISSED
+    assert _MISSED.endswith("if it is only slow, raise [[provider]] 'remote' start_timeout_s")
     assert row["health"]["last_failure"] == f"timeout: {_MISSED}"  # what status shows
     (failed,) = [e for e in logs if e["event"] == "provider.start.failed"]
     assert failed["error"] == _MISSED
@@ -50,10 +57,7 @@ async def test_a_remote_handshake_never_answered_says_what_to_check(tmp_path: Pa
     # a stdout buffer the provider does not have.
     (line,) = leg_failures({"providers": [report.to_wire()], "prompt": ""})
     assert NO_HANDSHAKE not in line
-    assert line == (
-        f"  {spec.id}: timeout: {_MISSED}; if it is only slow, raise its [[provider]] "
-        "start_timeout_s"
-    )
+    assert line == f"  {spec.id}: timeout: {_MISSED}"  # its own deadline named once, in it
     shown = f"{report.error_message} {row} {logs}"
     assert TOKEN not in shown and "Bearer" not in shown
 

@@ -39,7 +39,8 @@ The words for what the user must fix are made here, once, for every caller of an
 endpoint (a provider's leg, the reranker): a refusal names where the token comes
 from (``$VAR`` or the token file, never the token), a certificate no trusted CA
 signed names ``ca_file``, a handshake that got no reply at all what to check
-(``hostd._hints.NO_REMOTE_HANDSHAKE``: the url, TLS, the token, a proxy): httpx's
+(``hostd._hints.no_remote_handshake``: the url, TLS, the token, a proxy, its start
+deadline, each named by its provider's own keys): httpx's
 errors are translated in ``_httpx``, the one module that imports httpx. This module
 imports only ``hostd.protocol``, ``hostd.errors`` and those words of hostd.
 """
@@ -53,7 +54,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
-from hostd._hints import NO_REMOTE_HANDSHAKE
+from hostd._hints import no_remote_handshake
 from hostd._log import get_logger
 from hostd.errors import (
     CredentialUnavailable,
@@ -164,6 +165,8 @@ class RemoteEndpoint:
         #: could be read); ``credential_changed`` compares the source's with it.
         self._refused_with: Credential | None = None
         self.ca_file = ca_file
+        #: What its keys are named after in what it says (``key_named``).
+        self.section = section
         # httpx is loaded by the first remote endpoint built, not with the transport: a
         # daemon or command with no remote provider (nor HTTP reranker) never needs it.
         from ._httpx import HttpPool
@@ -388,7 +391,7 @@ class RemoteConnection(Acked):
             # peer said nothing), so the leg, the status and the log event all say it.
             raise ProviderTimeout(
                 f"no handshake reply within {handshake_timeout * 1000:.0f} ms; "
-                f"{NO_REMOTE_HANDSHAKE}",
+                f"{no_remote_handshake(endpoint.section)}",
                 stage="handshake",
             ) from None
         try:

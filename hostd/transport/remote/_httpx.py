@@ -29,6 +29,7 @@ import anyio
 import h11
 import httpx
 
+from hostd._hints import FLAGS, key_named
 from hostd.errors import RemoteCertificate, RemoteTransport, RemoteWire
 
 __all__ = ["HttpPool"]
@@ -50,7 +51,8 @@ def _tls_context(
 ) -> ssl.SSLContext:
     """Verification always on (C7); ``ca_file`` replaces the system's CAs, it never adds
     a way around them. ``client_cert``/``client_key``: mutual TLS. ``section``: what the
-    keys are named after (``[reranker] ``), when not a provider's own section.
+    keys are named after (``[reranker] ``; ``FLAGS``: the flags that give them), when not
+    a provider's own section (``key_named``).
 
     A file that cannot be loaded (missing, unreadable, holding no certificate) is
     ``RemoteCertificate`` naming the key, the file and the problem: a config error no
@@ -59,14 +61,15 @@ def _tls_context(
     try:
         ctx = ssl.create_default_context(cafile=str(ca_file) if ca_file is not None else None)
     except (OSError, ssl.SSLError) as exc:
-        raise RemoteCertificate(_tls_file_text(f"{section}ca_file {ca_file}", exc)) from exc
+        ca = key_named(section, "ca_file")
+        raise RemoteCertificate(_tls_file_text(f"{ca} {ca_file}", exc)) from exc
     if client_cert is not None:
         try:
             ctx.load_cert_chain(str(client_cert), str(client_key) if client_key else None)
         except (OSError, ssl.SSLError) as exc:
-            files = f"{section}client_cert {client_cert}"
+            files = f"{key_named(section, 'client_cert')} {client_cert}"
             if client_key:
-                files += f" ({section}client_key {client_key})"
+                files += f" ({key_named(section, 'client_key')} {client_key})"
             raise RemoteCertificate(_tls_file_text(files, exc)) from exc
     return ctx
 
@@ -101,16 +104,17 @@ def _certificate_text(
 ) -> str:
     """The server's certificate failed verification: why (OpenSSL's reason, which names
     nothing the peer wrote), and the config key that cures it when one does (named after
-    ``section``, ``[reranker] ``, when it is not a provider's own)."""
+    ``section``, ``[reranker] ``, when it is not a provider's own; ``FLAGS``: the flag,
+    ``--ca-file PATH``, for a provider given by flags)."""
     reason = (failure.verify_message or failure.reason or "verify failed")[:_MAX_REASON]
     why = f"({reason}; CERTIFICATE_VERIFY_FAILED)"
     if failure.verify_code in _UNKNOWN_ISSUER:
+        ca = key_named(section, "ca_file")
+        if ca_file is None and section == FLAGS:
+            return f"certificate not trusted {why}: give the CA that signed it with {ca} PATH"
         if ca_file is None:
-            return f"certificate not trusted {why}: set {section}ca_file to the CA that signed it"
-        return (
-            f"certificate not trusted {why}: the CA that signed it is not in "
-            f"{section}ca_file {ca_file}"
-        )
+            return f"certificate not trusted {why}: set {ca} to the CA that signed it"
+        return f"certificate not trusted {why}: the CA that signed it is not in {ca} {ca_file}"
     if failure.verify_code in _OTHER_HOST:
         return f"certificate rejected {why}: it does not name the url's host"
     return f"certificate rejected {why}"
