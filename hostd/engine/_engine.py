@@ -7,7 +7,7 @@ so a method's types run straight from its params to the ``FanOut`` it composes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import Any, Protocol
 
 from hostd.protocol import (
@@ -56,6 +56,7 @@ class Engine(Protocol):
         *,
         provider: str | None = None,
         timeout_ms: float | None = None,
+        configured: Collection[str] | None = None,
     ) -> tuple[str, RememberResult]:
         """``memory/remember`` to one provider: its id and its committed reply."""
         ...
@@ -66,6 +67,7 @@ class Engine(Protocol):
         *,
         provider: str | None = None,
         timeout_ms: float | None = None,
+        configured: Collection[str] | None = None,
     ) -> tuple[str, ForgetResult]:
         """``memory/forget`` to one provider: its id and its committed reply."""
         ...

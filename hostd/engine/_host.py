@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from enum import Enum
 from pathlib import Path
 from typing import Any, TypeVar
@@ -30,7 +30,7 @@ from anyio.abc import TaskGroup
 from hostd._hints import RESTARTING
 from hostd._log import INFO, WARNING, get_logger
 from hostd._log import level as log_level
-from hostd.errors import HostdError, ProviderParked, ShuttingDown
+from hostd.errors import HostdError, ProviderParked, ShuttingDown, UnknownProvider, unknown_provider
 from hostd.protocol import (
     FORGET_METHOD,
     REMEMBER_METHOD,
@@ -461,10 +461,15 @@ class Host:
         *,
         provider: str | None = None,
         timeout_ms: float | None = None,
+        configured: Collection[str] | None = None,
     ) -> tuple[str, RememberResult]:
         """``memory/remember`` to ``provider`` (default: the one that stores memories,
-        ``choose_writer``): the provider's id and its reply, sent once it committed."""
-        slot = await self._writer(provider)
+        ``choose_writer``): the provider's id and its reply, sent once it committed.
+        ``configured``: the provider ids the caller's request began with (the pipeline's
+        config), by default the pool's as this call begins: a provider named among them
+        that a reload removed since is refused in the reload's words; one not among
+        them, and not configured now, is unknown."""
+        slot = await self._writer(provider, configured)
         result = await write_one(
             self.pool,
             self._consent,
@@ -489,9 +494,11 @@ class Host:
         *,
         provider: str | None = None,
         timeout_ms: float | None = None,
+        configured: Collection[str] | None = None,
     ) -> tuple[str, ForgetResult]:
-        """``memory/forget`` to ``provider`` (default as ``remember``'s)."""
-        slot = await self._writer(provider)
+        """``memory/forget`` to ``provider`` (default, and ``configured``, as
+        ``remember``'s)."""
+        slot = await self._writer(provider, configured)
         result = await write_one(
             self.pool,
             self._consent,
@@ -508,15 +515,23 @@ class Host:
         )
         return slot.spec.id, result
 
-    async def _writer(self, provider: str | None) -> Slot:
+    async def _writer(self, provider: str | None, configured: Collection[str] | None) -> Slot:
         if self.pool.closing:
             raise ShuttingDown("host is shutting down")
         if not self.pool.running:
             raise RuntimeError("Host used outside 'async with'")
         if provider is None:
+            # Chosen among the providers configured now: no await between this and the
+            # select below, so no reload can remove it in between.
             provider = choose_writer(await declared_writers(self.pool))
-        # One a reload removed since the request named it (or since it was chosen, above)
-        # gets its retired slot: refused in the reload's words, not as unknown.
+        elif provider not in self.pool.slots and (configured is None or provider not in configured):
+            # Not configured when the request began: unknown, in the words the pipeline
+            # gives, whether or not some reload before it removed a provider of that id
+            # (the reload's words would say the request ran under a config it never saw).
+            said = f"invalid params: provider: {unknown_provider(provider, self.pool.slots)}"
+            raise UnknownProvider(said, provider=provider, field="provider")
+        # One a reload removed since the request named it gets its retired slot: refused
+        # in the reload's words, not as unknown.
         (slot,) = self.pool.select([provider], retired=True)  # else UnknownProvider
         reloaded = retired_refusal(slot)
         if reloaded is not None:

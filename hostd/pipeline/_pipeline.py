@@ -393,7 +393,9 @@ class Pipeline:
                     field="valid_to",
                 )
         self._writer(provider)
-        pid, result = await self.engine.remember(request, provider=provider, timeout_ms=timeout_ms)
+        pid, result = await self.engine.remember(
+            request, provider=provider, timeout_ms=timeout_ms, configured=self.provider_ids
+        )
         return {"provider": pid, **result.to_wire(), "request_id": request_id}
 
     async def forget(
@@ -406,7 +408,9 @@ class Pipeline:
     ) -> dict[str, Any]:
         """One entry deleted by one provider (default as ``remember``'s), once committed."""
         self._writer(provider)
-        pid, result = await self.engine.forget(request, provider=provider, timeout_ms=timeout_ms)
+        pid, result = await self.engine.forget(
+            request, provider=provider, timeout_ms=timeout_ms, configured=self.provider_ids
+        )
         return {"provider": pid, **result.to_wire(), "request_id": request_id}
 
     def _writer(self, provider: str | None) -> None:

@@ -1,7 +1,8 @@
 """``ProviderPool.reconfigure``: a reloaded config's providers, decided by their specs.
 
 No process is started (``lazy``): what is kept, added, removed and replaced is read
-from the pool's slots, and a retired slot is never started again.
+from the pool's slots, and a retired slot is never started again; a write naming a
+provider a reload removed is refused before any start.
 """
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from hostd.engine import PoolSettings, ProviderPool, ProviderSpec
+from hostd.engine import Host, PoolSettings, ProviderPool, ProviderSpec
 from hostd.errors import ProviderCrashed, UnknownProvider
+from hostd.protocol import ForgetRequest, RememberRequest
 
 pytestmark = pytest.mark.anyio
 
@@ -75,3 +77,37 @@ async def test_a_removed_provider_is_selected_retired_only_when_asked_for_so() -
         pool.reconfigure([_spec("a"), _spec("b")])  # added again: its fresh slot
         assert pool.select(["b"], retired=True) == [pool.slots["b"]] != [b]
         await pool.stop_retired(done.retired)
+
+
+@pytest.mark.parametrize("write", ["remember", "forget"])
+async def test_a_write_naming_a_provider_not_configured_as_it_began_is_refused_as_unknown(
+    write: str,
+) -> None:
+    # ``Host.remember`` called directly: its request begins at the call. A provider that
+    # a reload removed before it, like one never configured, is unknown to it; only a
+    # request that began with it configured (``configured``: the pipeline's config) is
+    # told the reload's words. Refused before any start: no process is run.
+    async with Host([_spec("alpha"), _spec("beta")]) as host:
+        done = host.reconfigure([_spec("alpha")], start=False)
+
+        async def send(provider: str, **kw: Any) -> object:
+            if write == "remember":
+                request = RememberRequest(kind="fact", title="t", content="c")
+                return await host.remember(request, provider=provider, **kw)
+            return await host.forget(ForgetRequest(id="mem-1"), provider=provider, **kw)
+
+        for pid in ("beta", "gamma"):  # removed by the reload before the call; never configured
+            with pytest.raises(UnknownProvider) as unknown:
+                await send(pid)
+            said = f"invalid params: provider: unknown provider {pid!r} (configured: alpha)"
+            assert unknown.value.message == said
+            assert unknown.value.data["field"] == "provider"
+        with pytest.raises(ProviderCrashed) as reloaded:
+            await send("beta", configured={"alpha", "beta"})
+        assert reloaded.value.message == (
+            "provider 'beta' stopped by a config reload: removed from the config; "
+            "nothing was written"
+        )
+        with pytest.raises(UnknownProvider):  # never configured, whatever the caller's list
+            await send("gamma", configured={"alpha", "gamma"})
+        await host.pool.stop_retired(done.retired)
