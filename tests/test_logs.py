@@ -17,11 +17,10 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 import pytest
-import structlog
 
 import hostd.logs as logs
-from hostd._log import level as log_level
 from hostd.config import LogSettings
+from tests.fixtures.logging_state import restored_logging
 
 ROOT = Path(__file__).resolve().parent.parent / "hostd"
 
@@ -34,23 +33,10 @@ def test_no_hostd_module_is_named_like_a_stdlib_module() -> None:
 
 @pytest.fixture(autouse=True)
 def _restore_logging(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for name in ("_OUT", "_FILE", "_LEVEL", "_AUDIT", "_AUDIT_SAMPLE", "_render"):
-        monkeypatch.setattr(logs, name, getattr(logs, name))
-    # The level the engine's hot paths read: a test that configures ``warning`` must not
-    # leave later tests in this process without their info events.
-    monkeypatch.setattr(log_level, "at", log_level.at)
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    if logs._FILE is not None:
-        logs._FILE.close()
-    for handler in list(root.handlers):
-        root.removeHandler(handler)
-    for handler in handlers:
-        root.addHandler(handler)
-    root.setLevel(level)
-    structlog.reset_defaults()
-    logs.REQUEST_ID.set(None)
+    with restored_logging(monkeypatch):
+        yield
+        if logs._FILE is not None:  # a file a test configured: closed before it is let go
+            logs._FILE.close()
 
 
 def _entries(n: int, excluded_every: int = 3) -> list[dict[str, Any]]:

@@ -5,15 +5,14 @@ written, as before, at or above it."""
 from __future__ import annotations
 
 import io
-import logging
 from typing import Any
 
 import pytest
-import structlog
 
-from hostd import _log, logs
+from hostd import _log
 from hostd.engine import LegReport, LegStatus, _host, _rerank
 from hostd.logs import configure_logging
+from tests.fixtures.logging_state import restored_logging
 
 
 class _Recorder:
@@ -43,23 +42,14 @@ def _legs() -> None:
     _rerank.RerankOutcome(reason="timeout").timed(3, 0.0)
 
 
-def test_configure_logging_sets_the_level_the_engine_reads() -> None:
-    root = logging.getLogger()
-    handlers, root_level = list(root.handlers), root.level
-    before, logs_before = _log.level.at, logs._LEVEL
-    try:
+def test_configure_logging_sets_the_level_the_engine_reads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with restored_logging(monkeypatch):
         configure_logging("error", stream=io.StringIO())
         assert _log.level.at == 40
         configure_logging("debug", stream=io.StringIO())
         assert _log.level.at == 10
-    finally:
-        _log.level.at, logs._LEVEL = before, logs_before
-        for handler in list(root.handlers):
-            root.removeHandler(handler)
-        for handler in handlers:
-            root.addHandler(handler)
-        root.setLevel(root_level)
-        structlog.reset_defaults()
 
 
 @pytest.mark.parametrize(

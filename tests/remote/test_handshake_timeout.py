@@ -10,6 +10,7 @@ deadline always runs out, however fast the machine is.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ import structlog
 
 from hostd._hints import NO_HANDSHAKE, no_remote_handshake
 from hostd.cli._outcome import leg_failures
-from hostd.engine import Host, LegStatus
+from hostd.engine import Health, Host, LegReport, LegStatus
 from tests.engine._helpers import query
 from tests.remote._servers import TOKEN, consented, make_tls, remote_spec, serving, silent
 
@@ -62,13 +63,22 @@ async def test_a_remote_handshake_never_answered_says_what_to_check(tmp_path: Pa
     assert TOKEN not in shown and "Bearer" not in shown
 
 
-async def test_a_leg_not_waiting_for_the_next_check_says_the_timeout_that_put_it_down(
-    tmp_path: Path,
-) -> None:
-    """The handshake timed out, so the server is checked again behind the requests and
-    none waits for it: the next leg fails at once with the code of what the check found
-    (``handshake_timeout``), not a ``crashed`` of a process that does not exist, and says
-    when the next check comes. The health clock is the test's: the check is not due."""
+@dataclass(frozen=True)
+class _Down:
+    """A remote provider's first leg, whose handshake timed out, and the legs after it
+    that met it down, with its health between them and after, and the request kinds
+    its server saw."""
+
+    first: LegReport
+    legs: list[LegReport]
+    before: Health
+    after: Health
+    kinds: list[str]
+
+
+async def _legs_after_a_handshake_timeout(tmp_path: Path, n: int) -> _Down:
+    """A first leg whose handshake the server never answers, then ``n`` more. The health
+    clock is the test's: the next check is never due."""
     tls = make_tls(tmp_path)
     clock = [100.0]
     async with serving(silent, tls) as (url, rec):
@@ -77,8 +87,22 @@ async def test_a_leg_not_waiting_for_the_next_check_says_the_timeout_that_put_it
             [spec], consent=consented(tmp_path, spec.id), health_clock=lambda: clock[0]
         ) as host:
             first = (await host.query_all(query(), 1000)).reports[spec.id]
-            again = (await host.query_all(query(), 1000)).reports[spec.id]
-    assert rec.kinds() == ["handshake"]  # the second leg did not wait for a check
+            before = host.health(spec.id)
+            legs = [(await host.query_all(query(), 1000)).reports[spec.id] for _ in range(n)]
+            after = host.health(spec.id)
+    return _Down(first, legs, before, after, rec.kinds())
+
+
+async def test_a_leg_not_waiting_for_the_next_check_says_the_timeout_that_put_it_down(
+    tmp_path: Path,
+) -> None:
+    """The handshake timed out, so the server is checked again behind the requests and
+    none waits for it: the next leg fails at once with the code of what the check found
+    (``handshake_timeout``), not a ``crashed`` of a process that does not exist, and says
+    when the next check comes."""
+    down = await _legs_after_a_handshake_timeout(tmp_path, 1)
+    first, (again,) = down.first, down.legs
+    assert down.kinds == ["handshake"]  # the second leg did not wait for a check
     assert (first.status, first.error_code) == (LegStatus.TIMEOUT, "handshake_timeout")
     assert (again.status, again.error_code) == (LegStatus.TIMEOUT, "handshake_timeout")
     assert again.error_message == (
@@ -92,20 +116,10 @@ async def test_legs_not_waiting_for_the_next_check_are_no_missed_deadlines_of_it
     """A server whose handshake timed out is down until its next check: the legs that
     meet it meanwhile fail at once, never sent, so none is one more missed deadline
     (``timeouts``, ``consecutive_timeouts``: what ``is_hung`` reads) nor one more failing
-    leg; each is counted as a leg, its message kept. The health clock is the test's: the
-    check is never due."""
-    tls = make_tls(tmp_path)
-    clock = [100.0]
-    async with serving(silent, tls) as (url, rec):
-        spec = remote_spec(url, tls, start_timeout_s=0.5)
-        async with Host(
-            [spec], consent=consented(tmp_path, spec.id), health_clock=lambda: clock[0]
-        ) as host:
-            first = (await host.query_all(query(), 1000)).reports[spec.id]
-            before = host.health(spec.id)
-            legs = [(await host.query_all(query(), 1000)).reports[spec.id] for _ in range(4)]
-            after = host.health(spec.id)
-    assert rec.kinds() == ["handshake"]  # none of those legs reached the server
+    leg; each is counted as a leg, its message kept."""
+    down = await _legs_after_a_handshake_timeout(tmp_path, 4)
+    first, legs, before, after = down.first, down.legs, down.before, down.after
+    assert down.kinds == ["handshake"]  # none of those legs reached the server
     assert first.sent and (first.status, first.error_code) == (
         LegStatus.TIMEOUT,
         "handshake_timeout",

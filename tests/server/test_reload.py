@@ -196,13 +196,19 @@ async def test_a_request_in_flight_on_a_removed_provider_fails_that_leg_alone(
         result = await _reload(daemon)
     assert result["stopped"] == ["stuck"]
     (reply,) = replies
+    _assert_the_removed_leg_failed_alone(reply, "stuck")
+    assert await daemon.stop() == 0
+
+
+def _assert_the_removed_leg_failed_alone(reply: dict[str, Any], removed: str) -> None:
+    """A composition a reload removed ``removed`` under: alpha's leg answered, and the
+    removed one's failed saying why."""
     legs = {p["provider_id"]: p for p in reply["providers"]}
     assert legs["alpha"]["status"] == "ok"
-    assert legs["stuck"]["status"] == "crashed", legs["stuck"]
-    assert legs["stuck"]["error"]["message"] == (
+    assert legs[removed]["status"] == "crashed", legs[removed]
+    assert legs[removed]["error"]["message"] == (
         "provider stopped by a config reload: removed from the config"
     )
-    assert await daemon.stop() == 0
 
 
 async def test_hostd_reload_with_no_daemon_says_so(start_daemon: Any, workdir: Any) -> None:
@@ -260,11 +266,9 @@ def _local_config(path: Path, providers: list[str], tokenizer: Path) -> Path:
     return path
 
 
-async def test_a_provider_removed_while_a_request_counted_its_floors_fails_that_leg_alone(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # The request reads its providers, then counts its floors in a worker thread; the
-    # reload runs while that thread is held, so the fan-out names a provider it removed.
+def _hold_admission(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, threading.Event]:
+    """Each request, as it counts its floors in a worker thread (its admission), sets the
+    first event and waits for the second: a test reloads while it is held."""
     counting, go = threading.Event(), threading.Event()
     admit = compose.admit_request
 
@@ -274,6 +278,15 @@ async def test_a_provider_removed_while_a_request_counted_its_floors_fails_that_
         return admit(*args, **kwargs)
 
     monkeypatch.setattr(compose, "admit_request", held)
+    return counting, go
+
+
+async def test_a_provider_removed_while_a_request_counted_its_floors_fails_that_leg_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The request reads its providers, then counts its floors in a worker thread; the
+    # reload runs while that thread is held, so the fan-out names a provider it removed.
+    counting, go = _hold_admission(monkeypatch)
     path = _local_config(tmp_path / "hostd.toml", ["alpha", "beta"], minilm_tokenizer_path())
     daemon = Daemon(load_config(path))
     replies: list[dict[str, Any]] = []
@@ -295,12 +308,7 @@ async def test_a_provider_removed_while_a_request_counted_its_floors_fails_that_
                 await session.call("context/compose", {"goal": "g", "providers": ["beta"]})
     assert after.value.remote_reason == "unknown_provider"
     (reply,) = replies
-    legs = {p["provider_id"]: p for p in reply["providers"]}
-    assert legs["alpha"]["status"] == "ok"
-    assert legs["beta"]["status"] == "crashed", legs["beta"]
-    assert legs["beta"]["error"]["message"] == (
-        "provider stopped by a config reload: removed from the config"
-    )
+    _assert_the_removed_leg_failed_alone(reply, "beta")
 
 
 async def test_a_changed_weight_or_timeout_ms_is_applied_in_place_keeping_the_process(
@@ -336,54 +344,62 @@ async def test_a_changed_weight_or_timeout_ms_is_applied_in_place_keeping_the_pr
     assert await daemon.stop() == 0
 
 
-async def test_a_backoff_cap_below_its_base_is_refused_at_a_reload_with_the_key_named(
-    tmp_path: Path,
+@pytest.mark.parametrize(
+    ("first", "cap", "said", "running"),
+    [
+        # A backoff cap below its base: the key named.
+        ("restart_backoff_s = 1", "restart_backoff_max_s = 0.5", "below restart_backoff_s (1)", 5),
+        # A cool-down cap below its first: both keys named.
+        (
+            "retry_failed_after_s = 600",
+            "retry_failed_max_s = 120",
+            "120 is below retry_failed_after_s (600)",
+            3600,
+        ),
+    ],
+)
+async def test_a_cap_below_its_first_value_is_refused_at_a_reload_with_the_keys_named(
+    tmp_path: Path, first: str, cap: str, said: str, running: float
 ) -> None:
     path = tmp_path / "hostd.toml"
-    text = f'[host]\nstate_dir = "{tmp_path / "state"}"\nrestart_backoff_s = 1\n'
+    text = f'[host]\nstate_dir = "{tmp_path / "state"}"\n{first}\n'
     path.write_text(text, encoding="utf-8")
     daemon = Daemon(load_config(path))
     with anyio.fail_after(60):  # a hang guard
         async with daemon.local():
-            path.write_text(text + "restart_backoff_max_s = 0.5\n", encoding="utf-8")
+            path.write_text(f"{text}{cap}\n", encoding="utf-8")
             with pytest.raises(ConfigError) as caught:
                 await daemon.reload("test")
-    assert caught.value.data["key"] == "host.restart_backoff_max_s"
+    key = cap.split(" = ")[0]
+    assert caught.value.data["key"] == f"host.{key}"
     assert caught.value.data["stage"] == "reload"
-    assert "below restart_backoff_s (1)" in caught.value.message
-    assert daemon.config.host.restart_backoff_max_s == 5  # nothing changed
+    assert said in caught.value.message
+    assert getattr(daemon.config.host, key) == running  # nothing changed
 
 
-async def test_a_cool_down_cap_below_its_first_is_refused_at_a_reload_with_both_keys_named(
-    tmp_path: Path,
-) -> None:
-    path = tmp_path / "hostd.toml"
-    text = f'[host]\nstate_dir = "{tmp_path / "state"}"\nretry_failed_after_s = 600\n'
-    path.write_text(text, encoding="utf-8")
-    daemon = Daemon(load_config(path))
-    with anyio.fail_after(60):  # a hang guard
-        async with daemon.local():
-            path.write_text(text + "retry_failed_max_s = 120\n", encoding="utf-8")
-            with pytest.raises(ConfigError) as caught:
-                await daemon.reload("test")
-    assert caught.value.data["key"] == "host.retry_failed_max_s"
-    assert caught.value.data["stage"] == "reload"
-    assert "120 is below retry_failed_after_s (600)" in caught.value.message
-    assert daemon.config.host.retry_failed_max_s == 3600  # nothing changed
+async def _hostd(*args: str) -> Any:
+    return await anyio.to_thread.run_sync(lambda: run_hostd(*args))
+
+
+async def _socket_moved(
+    start_daemon: Any, workdir: Any, marker: str, providers: list[str]
+) -> tuple[Any, str, Path]:
+    """A daemon serving alpha, its config then edited to ``providers`` and another
+    socket: the daemon, the socket it serves at, and the one the config names now."""
+    daemon = await start_daemon(providers={"alpha": {}})
+    old = str(workdir / "run" / "hostd.sock")
+    moved = workdir / "run" / "moved.sock"
+    text = write_config(workdir, marker, {pid: {} for pid in providers})
+    daemon.config.write_text(text.replace(old, str(moved)), encoding="utf-8")
+    return daemon, old, moved
 
 
 async def test_hostd_reload_after_a_socket_edit_reaches_the_daemon_at_its_old_socket(
     start_daemon: Any, workdir: Any, marker: str
 ) -> None:
-    daemon = await start_daemon(providers={"alpha": {}})
-    old = str(workdir / "run" / "hostd.sock")
-    moved = workdir / "run" / "moved.sock"
-    text = write_config(workdir, marker, {"alpha": {}, "beta": {}})
-    daemon.config.write_text(text.replace(old, str(moved)), encoding="utf-8")
+    daemon, old, moved = await _socket_moved(start_daemon, workdir, marker, ["alpha", "beta"])
 
-    said = await anyio.to_thread.run_sync(
-        lambda: run_hostd("--config", str(daemon.config), "reload")
-    )
+    said = await _hostd("--config", str(daemon.config), "reload")
 
     assert said.returncode == 0, said.stderr
     assert f"serves at {old}, not at {moved} (the socket the config names)" in said.stderr
@@ -395,18 +411,10 @@ async def test_hostd_reload_after_a_socket_edit_reaches_the_daemon_at_its_old_so
     assert await daemon.stop() == 0
 
 
-async def _hostd(*args: str) -> Any:
-    return await anyio.to_thread.run_sync(lambda: run_hostd(*args))
-
-
 async def test_hostd_status_and_stop_after_a_socket_edit_reach_the_daemon_at_its_old_socket(
     start_daemon: Any, workdir: Any, marker: str
 ) -> None:
-    daemon = await start_daemon(providers={"alpha": {}})
-    old = str(workdir / "run" / "hostd.sock")
-    moved = workdir / "run" / "moved.sock"
-    text = write_config(workdir, marker, {"alpha": {}})
-    daemon.config.write_text(text.replace(old, str(moved)), encoding="utf-8")
+    daemon, old, moved = await _socket_moved(start_daemon, workdir, marker, ["alpha"])
     assert (await _hostd("--config", str(daemon.config), "reload")).returncode == 0
 
     status = await _hostd("--config", str(daemon.config), "status")
@@ -587,15 +595,7 @@ async def test_progress_counts_the_providers_a_request_naming_none_asks_after_a_
 ) -> None:
     # The request began under the old config (alpha, beta, gamma) and fans out after
     # the reload left only alpha: its notes count the one leg it runs, not three.
-    counting, go = threading.Event(), threading.Event()
-    admit = compose.admit_request
-
-    def held(*args: Any, **kwargs: Any) -> Any:
-        counting.set()
-        go.wait(120)  # a hang guard: the test sets it
-        return admit(*args, **kwargs)
-
-    monkeypatch.setattr(compose, "admit_request", held)
+    counting, go = _hold_admission(monkeypatch)
     tokenizer = minilm_tokenizer_path()
     path = _local_config(tmp_path / "hostd.toml", ["alpha", "beta", "gamma"], tokenizer)
     daemon = Daemon(load_config(path))

@@ -5,38 +5,25 @@ from __future__ import annotations
 
 import io
 import json
-import logging
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
 import anyio
 import pytest
-import structlog
 
 import hostd.logs as logs
-from hostd._log import level as log_level
 from hostd.pipeline import Pipeline
 from hostd.server._api import _begin, answer_one, call_local
+from tests.fixtures.logging_state import restored_logging
 
 pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture(autouse=True)
 def _restore_logging(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for name in ("_OUT", "_FILE", "_LEVEL", "_AUDIT", "_AUDIT_SAMPLE", "_render"):
-        monkeypatch.setattr(logs, name, getattr(logs, name))
-    monkeypatch.setattr(log_level, "at", log_level.at)
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    for handler in list(root.handlers):
-        root.removeHandler(handler)
-    for handler in handlers:
-        root.addHandler(handler)
-    root.setLevel(level)
-    structlog.reset_defaults()
-    logs.REQUEST_ID.set(None)
+    with restored_logging(monkeypatch):
+        yield
 
 
 class _Daemon:
