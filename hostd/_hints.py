@@ -333,13 +333,14 @@ def warming_advice(
     ``starting``: of those, the ones still starting their process and handshake
     (``warming_starts``): named so, and neither models nor ``hostd warm`` (which
     builds an index) are spoken of for them; when they are all that is warming, the
-    hint says that each ``hostd mcp`` starts them anew, and how a daemon keeps them
-    running.
+    hint says that each ``hostd mcp`` (or one-shot command) starts them anew, and how a
+    daemon keeps them running.
     """
     if not ids:
         return None
+    warming = [pid for pid in ids if pid not in starting]
     if phases is None:
-        who = ", ".join(ids)
+        who = ", ".join(f"{pid} ({_STARTING})" if pid in starting else pid for pid in ids)
         models = True
     else:
         # Before its first step's report it may still be starting: only its name.
@@ -351,7 +352,6 @@ def warming_advice(
             else pid
             for pid in ids
         )
-        warming = [pid for pid in ids if pid not in starting]
         models = any(phases.get(pid) not in _MODEL_FREE for pid in warming)
         if not warming and where == "mcp":
             return (
@@ -361,6 +361,15 @@ def warming_advice(
                 f"serve{config}` running and give the client `hostd mcp{config} --connect` to "
                 f"keep them running across sessions"
             )
+    if where == "one_shot" and not warming:
+        # Only starting: no index to build, so `hostd warm` cannot help; a daemon keeps
+        # them running (as the daemon's and hostd mcp's hints say).
+        return (
+            f"still warming: {who}. This command starts its providers anew and stops them "
+            f"when it ends, so each run waits for {'its' if len(ids) == 1 else 'their'} "
+            f"start again: keep `hostd serve{config}` running and compose with --connect "
+            f"to keep {'it' if len(ids) == 1 else 'them'} running across commands"
+        )
     if where == "one_shot":
         return (
             f"still warming: {who}. This command stops its providers when it ends, so a "

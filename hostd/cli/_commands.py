@@ -33,6 +33,7 @@ from ._common import (
     EXIT_FAILED,
     EXIT_OK,
     anchors_arg,
+    asks_reranker,
     connect_arg,
     csv_arg,
     duration,
@@ -429,6 +430,9 @@ async def _compose(cfg: Config, args: argparse.Namespace) -> int:
         wait=args.wait,
         token_file=args.token_file,
         only=params.get("providers"),
+        # One shot, the reranker (a model to load: seconds) starts only for a composition
+        # it ranks: the request's strategy, or the config's default when it names none.
+        rerank=asks_reranker(params.get("strategy", cfg.host.strategy)),
     ) as s:
         if args.connect is not None and bars.enabled:  # the daemon forwards its progress
             forward = forward_progress(bars)

@@ -265,6 +265,18 @@ def strategy_arg(value: str | None, option: str = "--strategy") -> Any:
     return wire
 
 
+def asks_reranker(strategy: Any) -> bool:
+    """Whether a composition with ``strategy`` (a wire value, checked; ``None``: the
+    default, ``score``) asks the ``[reranker]``: ``rerank`` bare, not a verdict the
+    request brings (``PrecomputedOrder.judged``)."""
+    if strategy is None:
+        return False  # no import of the composition library for the default
+    from hostd.compose import PrecomputedOrder, strategy_from_wire
+
+    order = strategy_from_wire(strategy)
+    return isinstance(order, PrecomputedOrder) and not order.judged
+
+
 def anchors_arg(values: list[str] | None) -> list[str] | None:
     """``--anchor`` values, each relative path that names a file or directory from the
     current directory made absolute: a shell user's relative path is from where they
@@ -363,6 +375,7 @@ async def session(
     wait: float = DEFAULT_WAIT_S,
     token_file: str | None = None,
     only: Sequence[str] | None = None,
+    rerank: bool = True,
 ) -> AsyncIterator[Any]:
     """An object with ``call(method, params)``: a running daemon, or one in-process.
     ``bars`` hears every provider's warm-up progress (in-process; ``--connect`` asks
@@ -372,7 +385,9 @@ async def session(
     daemon's. ``wait``: how long a ``--connect`` waits for a daemon that is
     starting; ``token_file``: where a ``--connect tcp://…`` reads its token
     (``connect_client``); ``only`` (in-process): the providers the command's request
-    names, the only ones started up front (the others are not waited for)."""
+    names, the only ones started up front (the others are not waited for); ``rerank``
+    false (in-process): the command's request is not ranked by the reranker, which is
+    then not started (``asks_reranker``)."""
     if connect is not None:
         tcp = tcp_address(connect) is not None
         path = Path(connect) if connect and not tcp else cfg.socket_path
@@ -412,7 +427,9 @@ async def session(
                 update={"host": cfg.host.model_copy(update={"start_providers": "boot"})}
             )
         daemon = Daemon(cfg)
-        async with daemon.local(behind=behind, hangup=hangup, boot_only=only) as local:
+        async with daemon.local(
+            behind=behind, hangup=hangup, boot_only=only, rerank_boot=rerank
+        ) as local:
             if bars is not None and daemon.host is not None:
                 daemon.host.pool.progress_listeners.append(bars)
             try:

@@ -27,6 +27,7 @@ from hostd._hints import (
     stderr_tail_lines,
     warming_advice,
     warming_ids,
+    warming_starts,
     warming_state,
 )
 from hostd._printable import printable
@@ -358,7 +359,10 @@ def warming_lines(
     command stops them when it ends (``hostd warm`` or a running ``hostd serve``
     helps); a daemon behind ``--connect`` goes on warming up (``hostd._hints``)."""
     where = "daemon" if connected else "one_shot"
-    advice = warming_advice(warming_ids(result), where=where, config=config)
+    # One still starting (no step reported) is named so, and `hostd warm` (which builds
+    # an index) is not its cure, as the daemon's and hostd mcp's hints say.
+    starting = warming_starts(result)
+    advice = warming_advice(warming_ids(result), where=where, config=config, starting=starting)
     # A crash loop's leg (not warming up: asking again will not help) has its own line.
     looping = restarting_advice(restarting_failures(result), where=where, config=config)
     return [line for line in (advice, looping) if line is not None]

@@ -30,7 +30,7 @@ from anyio.abc import TaskGroup
 from hostd._hints import RESTARTING
 from hostd._log import INFO, WARNING, get_logger
 from hostd._log import level as log_level
-from hostd.errors import HostdError, ProviderParked, ShuttingDown, UnknownProvider, unknown_provider
+from hostd.errors import HostdError, ShuttingDown, UnknownProvider, unknown_provider
 from hostd.protocol import (
     FORGET_METHOD,
     REMEMBER_METHOD,
@@ -649,26 +649,20 @@ async def _guarded(out: Awaitable[Any]) -> None:
         log.warning("engine.on_leg_done.failed", error=repr(exc))
 
 
-#: The codes of ``crashed`` legs that were never sent, whose failure was logged as it
-#: came: a parked provider's (``provider.parked``), a crash loop's (each crash and
-#: failed start of the loop: ``provider.leg.failed``, ``provider.exited``,
-#: ``provider.start.failed``).
-_NO_NEWS = frozenset({ProviderParked.reason, RESTARTING})
-
-
 def _log_leg(report: LegReport) -> None:
     """The one log event of a leg, as it is judged: ``provider.leg`` (info) for a leg
     that is no fault (ok, or not asked: warming, no consent, no budget share) or no
-    news (``_NO_NEWS``), ``provider.leg.failed`` or ``provider.leg.quarantined``
-    (warning) otherwise; every one with the same fields. Its ``message`` is hostd's own
-    (never a provider's text)."""
+    news (never sent, ``LegReport.sent``), ``provider.leg.failed`` or
+    ``provider.leg.quarantined`` (warning) otherwise; every one with the same fields.
+    Its ``message`` is hostd's own (never a provider's text)."""
     status = report.status
-    # A leg of a provider parked or in a crash loop is no news: its failures were told
-    # as they came (a warning per request would fill the log of an agent that composes
-    # every turn).
-    fault = status is LegStatus.QUARANTINED or (
-        status in _FAULTS and report.error_code not in _NO_NEWS
-    )
+    # A leg failed at once, its query never sent (a parked provider, a crash loop, a
+    # remote server down whose next check is not waited for, a backoff not waited for,
+    # a provider a reload removed), is no news: the failure that put its provider there
+    # was told as it came (``provider.start.failed``, ``provider.parked``,
+    # ``provider.exited``). A warning per request would fill the log of an agent that
+    # composes every turn.
+    fault = status is LegStatus.QUARANTINED or (status in _FAULTS and report.sent)
     if log_level.at > (WARNING if fault else INFO):
         return  # dropped at this level: not built (once per leg, every request)
     fields = {

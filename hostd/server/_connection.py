@@ -51,7 +51,7 @@ from hostd.errors import (
     ShuttingDown,
     Unauthorized,
 )
-from hostd.logs import get_logger
+from hostd.logs import REQUEST_ID, get_logger
 from hostd.protocol import LineSplitter
 from hostd.rpc import decode, encode, encode_reply, error_reply, reply_id
 from hostd.transport import RepeatedEvents
@@ -520,8 +520,15 @@ class Connection:
         if isinstance(msg, list):
             await self._handle_batch(msg)
         elif isinstance(msg, dict) and msg.get("method") == "$/cancel" and "id" not in msg:
-            # Handled inline so a cancel is never queued behind the work it cancels.
-            await self._dispatch_one(self, msg)
+            # Handled inline so a cancel is never queued behind the work it cancels. Its
+            # dispatch sets its request id (``REQUEST_ID``) in this, the connection's
+            # own task: put back once it is done, so the connection's later events
+            # (``connection.closed``…) carry no request's id.
+            token = REQUEST_ID.set(None)
+            try:
+                await self._dispatch_one(self, msg)
+            finally:
+                REQUEST_ID.reset(token)
         else:
             if self._inflight >= self._limits.max_in_flight:
                 if isinstance(msg, dict) and "id" in msg:

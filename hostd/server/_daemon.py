@@ -416,6 +416,7 @@ class Daemon:
         behind: bool = False,
         hangup: bool = False,
         boot_only: Iterable[str] | None = None,
+        rerank_boot: bool = True,
     ) -> AsyncIterator[LocalSession]:
         """Start the host without listeners; yield a session that dispatches in-process.
         ``behind`` (``hostd mcp``): a ``boot`` config's providers start as the block
@@ -425,13 +426,17 @@ class Daemon:
         the block runs, as it does ``hostd serve``'s (``_watch_hangup``, the same reload
         and log); installed before the block begins. ``boot_only`` (a one-shot
         request's providers): a ``boot`` config starts only these, the others when a
-        request asks for them."""
+        request asks for them; ``rerank_boot`` false (a one-shot composition not ranked
+        by the reranker): nor the reranker."""
         boot = self._boots_behind() if behind else False
         try:
             # ``hostd mcp`` runs as long as its client's session: a provider down is started
             # again on its own, as a daemon's is; a one-shot command's is not.
             async with self._engine(
-                "lazy" if boot else None, restart_idle=behind, boot_only=boot_only
+                "lazy" if boot else None,
+                restart_idle=behind,
+                boot_only=boot_only,
+                rerank_boot=rerank_boot,
             ):
                 # The block's own exception is not fed to the task group (it would come
                 # back wrapped in an ExceptionGroup): the stack is closed with none.
@@ -473,17 +478,19 @@ class Daemon:
         *,
         restart_idle: bool = False,
         boot_only: Iterable[str] | None = None,
+        rerank_boot: bool = True,
     ) -> AsyncIterator[Any]:
         """The engine ``Host`` and, when configured, the reranker beside it (stopped
         first), with the request pipeline over them; ``restart_idle``: a provider down
-        starts again with no request asking; ``boot_only``: the providers a boot starts
-        (``open_engine``)."""
+        starts again with no request asking; ``boot_only``: the providers a boot starts;
+        ``rerank_boot`` false: the reranker is not started with them (``open_engine``)."""
         opened = open_engine(
             self.config,
             self._host_factory,
             start,
             restart_idle=restart_idle,
             boot_only=boot_only,
+            rerank_boot=rerank_boot,
         )
         async with opened as (host, reranker):
             self.host, self.reranker = host, reranker

@@ -3,7 +3,9 @@
 the pooled client of its rerank server (``url``).
 
 ``start`` overrides ``host.start_providers`` for both: a daemon that boots in the
-background opens them lazily and starts them as it begins serving.
+background opens them lazily and starts them as it begins serving. ``rerank_boot``
+false opens the reranker lazily whatever they say (a one-shot composition it does not
+rank: it starts only if asked).
 """
 
 from __future__ import annotations
@@ -88,12 +90,14 @@ async def open_engine(
     *,
     restart_idle: bool = False,
     boot_only: Iterable[str] | None = None,
+    rerank_boot: bool = True,
 ) -> AsyncIterator[tuple[Any, Any]]:
     """``(host, reranker)`` for the block (``reranker`` is ``None`` without ``[reranker]``).
     ``host_factory`` (tests) builds the host instead of the configured engine.
     ``restart_idle``: a provider (or reranker process) that is down starts again on its
     own, with no request asking (a long-running host: ``hostd serve``, ``hostd mcp``).
-    ``boot_only``: the providers a ``boot`` start starts (default: all; ``Host``)."""
+    ``boot_only``: the providers a ``boot`` start starts (default: all; ``Host``);
+    ``rerank_boot`` false: the reranker is not among them (opened lazily)."""
     from hostd.engine import Host, PoolSettings
 
     cfg = config.host
@@ -120,7 +124,7 @@ async def open_engine(
         reranker = make_reranker(
             config.reranker,
             PoolSettings(
-                start=start or cfg.start_providers,
+                start=(start or cfg.start_providers) if rerank_boot else "lazy",
                 start_timeout_s=config.reranker.start_timeout_ms / 1000,
                 max_line_bytes=cfg.max_line_bytes,
                 restart_policy=policy,

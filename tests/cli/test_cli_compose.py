@@ -275,3 +275,36 @@ def test_a_one_shot_compose_starts_only_the_providers_it_names(tmp_path: Path) -
     assert result["providers"][0]["status"] == "ok"
     assert not marker.exists(), "beta was started though the request did not name it"
     assert "beta" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("default", "args", "started"),
+    [
+        (None, ["--strategy", "rrf"], False),
+        (None, [], False),  # the default, score
+        ("rerank", ["--strategy", "rrf"], False),  # the request's strategy decides
+        (None, ["--strategy", "rerank"], True),
+        ("rerank", [], True),  # the config's default, for a request that names none
+    ],
+)
+def test_a_one_shot_compose_starts_the_reranker_only_when_it_ranks(
+    tmp_path: Path, default: str | None, args: list[str], started: bool
+) -> None:
+    # The fixture reranker writes a line to `starts` as it starts: a composition ranked
+    # otherwise must neither start it nor wait for it (a model to load is seconds).
+    starts = tmp_path / "reranker-starts"
+    config = _config(tmp_path, ("alpha", 3))
+    words = ["python", "-m", "tests.fixtures.reranker", "reverse", "--starts", str(starts)]
+    text = config.read_text()
+    if default is not None:
+        text = text.replace("[host]\n", f'[host]\nstrategy = "{default}"\n', 1)
+    text += f'\n[reranker]\ncommand = {json.dumps(words)}\ncwd = "{ROOT}"\ntimeout_ms = 60000\n'
+    config.write_text(text)
+    done = _hostd("--config", str(config), "compose", "goal", "--json", *args)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert starts.exists() is started, done.stderr
+    fell_back = [d for d in result["degraded_reasons"] if d["reason"] == "rerank_fallback"]
+    assert fell_back == [], fell_back  # ranked as asked: by its verdict, or not by it
+    if started:
+        assert starts.read_text() == "start\n"  # started once, up front

@@ -366,6 +366,32 @@ def test_the_advice_follows_where_the_provider_goes_on_building() -> None:
     assert warming_lines({"providers": [{"provider_id": "files", "status": "ok"}]}) == []
 
 
+def test_a_one_shots_advice_says_a_provider_still_starting_is_starting_not_to_warm_it() -> None:
+    # An MCP server not handshaken yet: no index to build, so `hostd warm` cannot help
+    # it; as the daemon's line and hostd mcp's hint, the one-shot's names it starting.
+    git = {
+        "provider_id": "git",
+        "status": "warming",
+        "error": {"code": "starting", "message": "provider starting, not ready within 3000 ms"},
+    }
+    config = " --config /p/hostd.toml"
+    (alone,) = warming_lines({"providers": [git]}, connected=False, config=config)
+    assert alone == (
+        "still warming: git (starting its process and handshake). This command starts its "
+        "providers anew and stops them when it ends, so each run waits for its start "
+        "again: keep `hostd serve --config /p/hostd.toml` running and compose with "
+        "--connect to keep it running across commands"
+    )
+    (daemon,) = warming_lines({"providers": [git]}, connected=True, config=config)
+    assert daemon.startswith("still warming: git (starting its process and handshake). ")
+    assert "hostd warm" not in daemon
+    # Beside one building its index, `hostd warm` helps that one: said, as before.
+    files = {"provider_id": "files", "status": "warming", "error": {"code": "warming"}}
+    (both,) = warming_lines({"providers": [git, files]}, connected=False, config=config)
+    assert both.startswith("still warming: git (starting its process and handshake), files. ")
+    assert "`hostd warm --config /p/hostd.toml` once" in both
+
+
 def test_warm_through_a_serving_daemon_warms_its_providers_not_a_second_set(
     tmp_path: Path,
 ) -> None:

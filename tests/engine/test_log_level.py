@@ -82,3 +82,14 @@ def test_events_below_the_level_are_not_built(
     _log.level.at = at
     _legs()
     assert recorded.events == want
+
+
+@pytest.mark.parametrize("status", [LegStatus.TIMEOUT, LegStatus.CRASHED, LegStatus.ERROR])
+def test_a_failed_leg_warns_only_when_it_was_sent(recorded: _Recorder, status: LegStatus) -> None:
+    # Whatever its code: a leg told at once, never sent, is no news (its provider's
+    # failure was told as it came); one that was sent and failed warns, every time.
+    _log.level.at = 20
+    for _ in range(2):
+        _host._log_leg(LegReport("p", status, error_code="transport", sent=True))
+        _host._log_leg(LegReport("p", status, error_code="transport", sent=False))
+    assert recorded.events == [("warning", "provider.leg.failed"), ("info", "provider.leg")] * 2

@@ -188,6 +188,28 @@ async def test_cancel_drops_the_work_and_its_reply(start_daemon, rid: str | floa
     assert len(cancelled) == 1
 
 
+async def test_a_connections_close_after_an_inline_cancel_carries_no_request_id(
+    start_daemon,
+) -> None:
+    # ``$/cancel`` runs in the connection's own task (never queued behind its work): its
+    # request id must not stay there for the connection's later events.
+    daemon = await start_daemon({"slow": STUCK}, extra='[log]\nlevel = "debug"\n')
+    params = {"goal": "slow", "providers": ["slow"], "timeout_ms": 600000}
+    line = {"jsonrpc": "2.0", "id": "c1", "method": "context/compose", "params": params}
+    cancel = {"jsonrpc": "2.0", "method": "$/cancel", "params": {"id": "c1"}}
+    async with await anyio.connect_unix(str(daemon.socket)) as stream:
+        await stream.send(json.dumps(line).encode() + b"\n" + json.dumps(cancel).encode() + b"\n")
+        cancelled = await daemon.logged("request.cancelled")
+        (opened,) = daemon.events("connection.opened")
+    closed = await daemon.logged("connection.closed", connection=opened["connection"])
+    assert await daemon.stop() == 0
+    assert cancelled["request_id"] and cancelled["connection"] == opened["connection"]
+    assert "request_id" not in closed, closed
+    # The cancel's own id (its ``request.done`` is not written) went nowhere else either.
+    said = {e.get("request_id") for e in daemon.log if e.get("connection") == opened["connection"]}
+    assert said == {None, cancelled["request_id"]}, said
+
+
 def _compose_line(id_: int, goal: str) -> str:
     params = {"goal": goal, "budget": 300}
     return json.dumps({"jsonrpc": "2.0", "id": id_, "method": "context/compose", "params": params})

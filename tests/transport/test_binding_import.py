@@ -18,8 +18,10 @@ from pathlib import Path
 
 import anyio
 import pytest
+import structlog.testing
 from anyio.abc import SocketAttribute, SocketListener
 
+from hostd.protocol import ContextQuery
 from hostd.transport import ProviderConnection
 from hostd.transport.bindings import (
     BindingRow,
@@ -142,3 +144,81 @@ async def test_a_provider_runs_while_its_bindings_module_waits_to_import() -> No
         conn = opened[0]
         assert conn.handshaken and ORDER == ["face begins", "face ends", "binding"]
         await conn.aclose()
+
+
+#: A provider that writes to its stderr at once, before its handshake, more than an
+#: unread pipe takes (its 64 KiB, and the 128 KiB the event loop buffers for a stream
+#: nobody reads), then says it got past that write (a connection to the test's port),
+#: then serves: ``FLOOD_LINES`` lines of 100 bytes, 1 MB, framed by a first and a last.
+FLOOD_LINES = 10000
+_FLOODING_CHILD = f"""
+import os, runpy, socket, sys
+noise = "".join(f"noise {{i:05d}} " + "n" * 87 + "\\n" for i in range({FLOOD_LINES}))
+data = ("the flood begins\\n" + noise + "the flood ends\\n").encode()
+while data:  # one write; the loop only finishes a short one
+    data = data[os.write(2, data):]
+socket.create_connection(("127.0.0.1", int(sys.argv[1]))).close()
+sys.argv = ["healthy_provider", "--name", "flooding"]
+runpy.run_module("tests.fixtures.healthy_provider", run_name="__main__")
+"""
+
+
+@pytest.mark.anyio
+@pytest.mark.usefixtures("modules")
+async def test_a_providers_stderr_is_read_while_its_bindings_module_waits_to_import() -> None:
+    # Its binding's module held (hostd mcp's face imports the SDK): a provider that
+    # writes 1 MB to its stderr before its handshake gets past that write only if its
+    # stderr is read from its spawn on, not from the end of that import.
+    face = threading.Thread(target=import_one_at_a_time, args=("held_face_mod",))
+    face.start()
+    assert await anyio.to_thread.run_sync(ENTERED.wait, _GUARD_S)
+    opened: list[ProviderConnection] = []
+    handshaken = anyio.Event()
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+    port = listener.extra(SocketAttribute.local_port)
+    socket_listener = listener.listeners[0]
+    assert isinstance(socket_listener, SocketListener)
+    command = [sys.executable, "-c", _FLOODING_CHILD, str(port)]
+    with structlog.testing.capture_logs() as logs:
+        async with listener, anyio.create_task_group() as tg:
+
+            async def open_it() -> None:
+                opened.append(
+                    await ProviderConnection.open(
+                        "flooding", command, task_group=tg, binding="held-test", cwd=ROOT,
+                        handshake_timeout=_GUARD_S,
+                    )
+                )  # fmt: skip
+                handshaken.set()
+
+            tg.start_soon(open_it)
+            try:
+                with anyio.fail_after(_GUARD_S):  # a hang guard: unread, it never gets here
+                    said = await socket_listener.accept()
+                await said.aclose()
+                assert ORDER == ["face begins"]  # its stderr read while the import waits
+            except BaseException:
+                tg.cancel_scope.cancel()  # the start too, once the import lets it go
+                raise
+            finally:
+                RELEASE.set()
+            face.join(_GUARD_S)
+            with anyio.fail_after(_GUARD_S):
+                await handshaken.wait()
+            conn = opened[0]
+            with anyio.fail_after(_GUARD_S):
+                result = await conn.query(
+                    ContextQuery(goal="after the flood", max_frames=1, max_tokens=1000)
+                )
+            assert result.frames  # it answers
+            await conn.aclose()
+    # Its stderr went to the log as ever: its first lines, the rest counted, and its
+    # last lines kept for a failure's report.
+    child = conn.child
+    assert (child.stderr_lines, child.returncode) == (FLOOD_LINES + 2, 0)
+    stderr = [e["line"] for e in logs if e["event"] == "provider.stderr"]
+    assert stderr[:2] == ["the flood begins", "noise 00000 " + "n" * 87]
+    summaries = [e for e in logs if e["event"] == "provider.stderr.suppressed"]
+    assert summaries and summaries[-1]["suppressed"] == child.stderr_suppressed
+    assert len(stderr) + child.stderr_suppressed == FLOOD_LINES + 2
+    assert child.stderr_tail().endswith("the flood ends")

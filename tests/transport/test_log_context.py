@@ -1,4 +1,9 @@
-"""Long-lived connection tasks never carry the log fields of the request that started them."""
+"""Long-lived connection tasks never carry the request id of the request that started them.
+
+The daemon's request id is ``hostd.logs.REQUEST_ID``, a ContextVar a request's task sets
+and the processor ``configure_logging`` installs first puts on every event
+(``_add_request_id``): the events here go through that processor.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +14,8 @@ from typing import Any
 import anyio
 import pytest
 import structlog
-from structlog.contextvars import bind_contextvars, unbind_contextvars
 
+from hostd.logs import REQUEST_ID, _add_request_id
 from hostd.protocol import ContextQuery
 from hostd.transport import ProviderConnection
 from hostd.transport.process._connection import start_in_clean_context
@@ -20,7 +25,7 @@ pytestmark = pytest.mark.anyio
 
 
 class _Capture:
-    """A structlog processor keeping every event (with merged contextvars); ``seen(line)``
+    """A structlog processor keeping every event (with its request id); ``seen(line)``
     is set once a ``provider.stderr`` event with that line arrived."""
 
     def __init__(self) -> None:
@@ -41,7 +46,7 @@ class _Capture:
 def _capture() -> Iterator[_Capture]:
     cap = _Capture()
     old = structlog.get_config()
-    structlog.configure(processors=[structlog.contextvars.merge_contextvars, cap])
+    structlog.configure(processors=[_add_request_id, cap])
     try:
         yield cap
     finally:
@@ -55,7 +60,7 @@ def _q(goal: str) -> ContextQuery:
 async def test_a_lazily_started_providers_stderr_never_carries_the_first_request_id() -> None:
     with _capture() as cap:
         async with anyio.create_task_group() as tg:
-            bind_contextvars(request_id="first")
+            token = REQUEST_ID.set("first")
             try:
                 conn = await ProviderConnection.open(
                     "chatty",
@@ -68,13 +73,13 @@ async def test_a_lazily_started_providers_stderr_never_carries_the_first_request
                 first = cap.seen("stderr for one")
                 await conn.query(_q("one"))
             finally:
-                unbind_contextvars("request_id")
-            bind_contextvars(request_id="second")
+                REQUEST_ID.reset(token)
+            token = REQUEST_ID.set("second")
             try:
                 second = cap.seen("stderr for two")
                 await conn.query(_q("two"))
             finally:
-                unbind_contextvars("request_id")
+                REQUEST_ID.reset(token)
             with anyio.fail_after(30):
                 await first.wait()
                 await second.wait()
@@ -88,21 +93,21 @@ async def test_a_lazily_started_providers_stderr_never_carries_the_first_request
 
 
 async def test_start_in_clean_context_hands_back_the_value_and_the_error() -> None:
-    seen: list[Any] = []
+    seen: list[str | None] = []
 
     async def ok(*, task_status: Any) -> None:
-        seen.append(structlog.contextvars.get_contextvars())
+        seen.append(REQUEST_ID.get())
         task_status.started("value")
 
     async def boom(*, task_status: Any) -> None:
         raise LookupError("before started")
 
     async with anyio.create_task_group() as tg:
-        bind_contextvars(request_id="r")
+        token = REQUEST_ID.set("r")
         try:
             assert await start_in_clean_context(tg, ok) == "value"
             with pytest.raises(LookupError, match="before started"):
                 await start_in_clean_context(tg, boom)
         finally:
-            unbind_contextvars("request_id")
-    assert seen == [{}]
+            REQUEST_ID.reset(token)
+    assert seen == [None]

@@ -316,6 +316,11 @@ class ProviderConnection(Acked):
             raise
         except OSError as exc:
             raise redactor.error(ProviderCrashed(f"cannot start provider: {exc}")) from exc
+        # Its stderr read from now on, not once the binding's module is imported: a child
+        # that writes more than a pipe holds before its handshake would wait there. In an
+        # empty context, as the connection's other long-lived tasks (``_serve``): its
+        # lines never carry the request that started it.
+        contextvars.Context().run(child.drain_stderr, task_group)
         try:
             # In a worker thread: a lazy binding's module (the MCP SDK's client) imports
             # there, a second or two that would otherwise stop every other connection's

@@ -143,6 +143,8 @@ class ChildProcess:
         self._cut_line = False
         self.redactor = redactor if redactor is not None else Redactor()
         self._stderr = StderrPump(provider_id, policy, redactor=self.redactor)
+        #: Its stderr is being read (``drain_stderr``): started once.
+        self._draining = False
         self.exited = anyio.Event()
         #: The exit code, once the exit watcher (or the teardown) saw the process end;
         #: ``None`` while it runs.
@@ -247,10 +249,23 @@ class ChildProcess:
         return child
 
     def start_pumps(self, task_group: TaskGroup) -> None:
-        """Drain stderr into the log and watch for exit, in ``task_group``."""
+        """Drain stderr into the log (unless ``drain_stderr`` began it) and watch for
+        exit, in ``task_group``."""
+        self.drain_stderr(task_group)
+        task_group.start_soon(self._watch_exit)
+
+    def drain_stderr(self, task_group: TaskGroup) -> None:
+        """Drain stderr into the log from now on, in ``task_group`` (once: nothing when it
+        is drained already). A child that writes more than an unread pipe takes (its 64
+        KiB on Linux, and the 128 KiB the event loop buffers) would block there: a
+        connection drains it as soon as the process exists, before its binding's module
+        is imported. The pump ends at the end of the stream, or when the teardown
+        closes it (``aclose``)."""
+        if self._draining:
+            return
+        self._draining = True
         assert self.process.stderr is not None
         task_group.start_soon(self._stderr.run, self.process.stderr)
-        task_group.start_soon(self._watch_exit)
 
     async def _watch_exit(self) -> None:
         await self.process.wait()
