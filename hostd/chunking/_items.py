@@ -6,6 +6,9 @@ item (``impl BuildValidator for DateTimeValidator › fn build``) tells a reader
 one, as a markdown chunk's heading does. No parser: a definition is a line that
 matches its language family's pattern (``_FAMILIES``), and it holds the lines after
 it that are indented deeper, up to and including a closing ``}`` at its own indent.
+A value over several lines at column 0 (``extensions = [``, ``var (``) is an item too,
+holding the lines of the bracket its header left open up to a closing bracket at its
+indent, so a chunk of its items says whose they are.
 A C++ ``namespace`` is no item: it holds its definitions, which are, up to a closing
 ``}`` at its own indent, whether its contents are indented or not. Blank lines and
 comment lines decide nothing (a commented-out line at column 0 inside a body does not
@@ -59,7 +62,13 @@ _RUST = re.compile(
     r"|macro_rules!\s*\w+|impl\b[^{;]*)"
 )
 _PYTHON = re.compile(r"(?P<head>(?:async\s+)?def\s+\w+|class\s+\w+)")
+#: Python at column 0: a module-level assignment (``extensions = [``, ``X: Final = {``)
+#: whose line leaves a bracket open (``_Family.assignment``).
+_PYTHON_ASSIGNMENT = re.compile(r"(?P<head>[A-Za-z_]\w*)(?=[ \t]*(?::[^=]*)?=(?!=))")
 _GO = re.compile(r"(?P<head>func\s+(?:\([^)]*\)\s*)?\w+|type\s+\w+)")
+#: Go at column 0: a ``var``, ``const`` or ``type`` block (``var (``: no one name, shown as
+#: ``var (…)``), or a ``var``/``const`` whose value spans lines (``var m = map[string]int{``).
+_GO_ASSIGNMENT = re.compile(r"(?P<head>(?:var|const|type)\s*\(|(?:var|const)\s+\w+)")
 _JS = re.compile(
     r"(?:export\s+)?(?:default\s+)?(?:declare\s+)?(?:abstract\s+)?"
     r"(?P<head>(?:async\s+)?function\s*\*?\s*[\w$]+|class\s+[\w$]+|interface\s+[\w$]+"
@@ -146,14 +155,21 @@ class _Family:
     #: C and C++: members are also taken at column 0 (a function has no keyword), and a
     #: ``#define`` is an item of its own lines.
     c_like: bool = False
-    #: Definitions taken at column 0 only (``_JS_TOP``).
+    #: Definitions taken at column 0 only (``_JS_TOP``); one whose line leaves a bracket
+    #: open holds that bracket's lines (``_Open.bracketed``).
     top_level: re.Pattern[str] | None = None
+    #: Assignments taken at column 0 only, and only when their line leaves a bracket
+    #: open (``extensions = [``): a value over several lines is looked up as a function
+    #: is, and holds its bracket's lines (``_Open.bracketed``). A one-line value is no item.
+    assignment: re.Pattern[str] | None = None
 
 
 _FAMILIES = {
-    "python": _Family(_PYTHON, None, braces=False, comment=_HASH_COMMENT),
+    "python": _Family(
+        _PYTHON, None, braces=False, comment=_HASH_COMMENT, assignment=_PYTHON_ASSIGNMENT
+    ),
     "rust": _Family(_RUST, None, braces=True, comment=_SLASH_COMMENT),
-    "go": _Family(_GO, None, braces=True, comment=_SLASH_COMMENT),
+    "go": _Family(_GO, None, braces=True, comment=_SLASH_COMMENT, assignment=_GO_ASSIGNMENT),
     "js": _Family(_JS, _JS_MEMBER, braces=True, comment=_SLASH_COMMENT, top_level=_JS_TOP),
     "jvm": _Family(_JVM, _JVM_MEMBER, braces=True, comment=_SLASH_COMMENT),
     "c": _Family(_C, _C_FUNCTION, braces=True, comment=_C_COMMENT, c_like=True),
@@ -221,6 +237,9 @@ class _Open:
     scope: bool = False
     #: A namespace's: the indent of its first line, where its definitions are taken.
     inner: int | None = None
+    #: A value over several lines (``extensions = [``): its body is the lines of the
+    #: bracket its header left open, up to a closing ``]``, ``)`` or ``}`` at its indent.
+    bracketed: bool = False
 
 
 def code_items(suffix: str, lines: Sequence[bytes], starts: Sequence[int]) -> list[str | None]:
@@ -421,13 +440,15 @@ def _scan(
             at.update(dict.fromkeys(undecided, _label(stack)))
             undecided.clear()
         closes = family.braces and text.startswith("}")
+        closer = text[:1] in _CLOSERS  # a bracketed value's last line, at its indent
         while stack and indent <= stack[-1].indent:
-            if indent == stack[-1].indent and (closes or stack[-1].scope):
+            last = closes or (closer and stack[-1].bracketed)
+            if indent == stack[-1].indent and (last or stack[-1].scope):
                 break  # its closing line is still its own; a namespace's lines are its
             stack.pop()
         mark(number)
         top = stack[-1] if stack else None
-        if closes and top is not None and indent == top.indent:
+        if top is not None and indent == top.indent and (closes or (closer and top.bracketed)):
             stack.pop()
             continue
         if top is not None and top.scope:
@@ -436,13 +457,17 @@ def _scan(
             in_container = indent == top.inner
         else:
             in_container = top.container if top is not None else family.c_like and indent == 0
-        head = _head(family, text, in_container, at_top=indent == 0)
-        if head is not None:
+        found = _found(family, text, in_container, at_top=indent == 0)
+        if found is not None:
+            head, bracketed = found
             scope = family.c_like and head.startswith("namespace ")
             opened = _Open(indent, head, head.startswith(_CONTAINERS), scope=scope)
             stack.append(opened)
             heads.append(number)
-            _signature_line(stack, opened, text, family.braces)
+            if bracketed:  # its body, the bracket's lines, is open
+                opened.pending, opened.bracketed = None, True
+            else:
+                _signature_line(stack, opened, text, family.braces)
     if undecided:  # a signature the file ends in: no body
         at.update(dict.fromkeys(undecided, _label([o for o in stack if o.pending is None])))
     for number in comments:  # after the last line of code: in what holds their indent
@@ -461,10 +486,10 @@ _BODY_CHARS = 1000
 #: chunk's text (most lines of code are none, and reading each alone would cost seconds
 #: over a large tree): a superset, ``_head`` decides.
 _CANDIDATES = {
-    "python": r"[ \t]*(?:async[ \t]+)?(?:def|class)\b",
+    "python": r"[ \t]*(?:async[ \t]+)?(?:def|class)\b|[A-Za-z_]\w*[ \t]*[:=]",
     "rust": r"[ \t]*(?:pub|async|unsafe|const|default|extern|fn|struct|enum|trait|mod|union"
     r"|static|macro_rules)\b",
-    "go": r"[ \t]*(?:func|type)\b",
+    "go": r"[ \t]*(?:func|type|var|const)\b",
     # A member is a line that opens a body or a parameter list over several lines.
     "js": r"[^\n]*(?:\{|\([ \t]*$|\b(?:function|class|interface|enum|namespace|module|const|let|var"
     r"|type)\b)",
@@ -507,7 +532,7 @@ def defined_names(suffix: str, text: str) -> list[str]:
         indented = line.group(0)[:1] in (" ", "\t")
         in_container = not indented if family.c_like else family.member is not None and indented
         head = _head(family, stripped, in_container, at_top=not indented)
-        if head is None or head.startswith("impl") or head.endswith("…"):
+        if head is None or head.startswith("impl") or head.endswith(("…", _BLOCK_MARK)):
             continue
         if head.endswith("()") and not _opens_body(text, line.start()):
             continue
@@ -528,7 +553,7 @@ def item_name(item: str) -> str | None:
     """The name an item's innermost level defines (``impl Foo › fn build``: build);
     ``None`` for one that names nothing whole (an ``impl``, a head cut short)."""
     head = item.rsplit(ITEM_SEPARATOR, 1)[-1]
-    if head.startswith("impl") or head.endswith("…"):
+    if head.startswith("impl") or head.endswith(("…", _BLOCK_MARK)):
         return None
     found = _NAME_RE.findall(head.removesuffix("()"))
     return found[-1] if found else None
@@ -543,9 +568,27 @@ def language_suffix(language: str) -> str | None:
 def _head(family: _Family, text: str, in_container: bool, at_top: bool = False) -> str | None:
     """What the definition opening on this line is called, if one does (``at_top``: the
     line is at column 0)."""
+    found = _found(family, text, in_container, at_top)
+    return None if found is None else found[0]
+
+
+def _found(
+    family: _Family, text: str, in_container: bool, at_top: bool = False
+) -> tuple[str, bool] | None:
+    """``_head``, and whether that definition is a value whose line leaves a bracket open
+    (``_Open.bracketed``): an assignment, or a column-0 definition (``_JS_TOP``)."""
     found = family.definition.match(text)
-    if found is None and at_top and family.top_level is not None:
-        found = family.top_level.match(text)
+    if found is None and at_top and (family.assignment or family.top_level) is not None:
+        opens = _leaves_open(text, family.braces)
+        if family.assignment is not None and opens:
+            found = family.assignment.match(text)
+        if found is None and family.top_level is not None:
+            found = family.top_level.match(text)
+        if found is not None:
+            head = " ".join(found.group("head").split())
+            if head.endswith("("):  # a Go block: no one name
+                head = head.removesuffix("(").rstrip() + _BLOCK_MARK
+            return _cut(head), opens
     method = False
     if found is None and family.member is not None and in_container:
         found = family.member.match(text)
@@ -568,7 +611,19 @@ def _head(family: _Family, text: str, in_container: bool, at_top: bool = False) 
     if found is None:
         return None
     head = " ".join(found.group("head").split())
-    return _cut(re.sub(r" where\b.*", "", head) + ("()" if method else ""))
+    return _cut(re.sub(r" where\b.*", "", head) + ("()" if method else "")), False
+
+
+#: A line's first character that closes a bracket (``_Open.bracketed``).
+_CLOSERS = frozenset(")]}")
+#: What a block that names no one thing is shown with (``var (…)``): no name of its own.
+_BLOCK_MARK = " (…)"
+
+
+def _leaves_open(text: str, braces: bool) -> bool:
+    """Whether a line of code opens more brackets than it closes (its comment aside)."""
+    code = text.split("//" if braces else "#", 1)[0]
+    return sum(map(code.count, "([{")) > sum(map(code.count, ")]}"))
 
 
 def _cut(head: str) -> str:

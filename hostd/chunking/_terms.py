@@ -43,9 +43,17 @@ _HEX = r"(?=[0-9a-fA-F]*[0-9])(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{7,}(?!\w)"
 _HEX_PREFIX = 7
 #: What a hex identifier's terms may be (it whole, its first digits): ``surface_forms``.
 _HEX_DIGITS_RE = re.compile(r"[0-9a-f]{7,}")
-#: A word: a hex identifier (``_HEX``), a letter then letters, digits and ``_`` (any
-#: script; on ASCII text exactly ``[A-Za-z][A-Za-z0-9_]*``), or a run of ASCII digits.
-_WORD_RE = re.compile(r"(?<!\w)(?P<hex>" + _HEX + r")|[^\W\d_]\w*|[0-9]+")
+#: A hex literal (``0x1f2e3d4c``, ``0XFF``): its digits, a word of their own, are one
+#: term, never ``0`` and ``x1f2e3d4c``'s pieces. With 7 digits or more it is a hex
+#: identifier spelled with ``0x`` (an address, a magic number, a hash): its terms are
+#: its digits' (``_HEX``), the prefix dropped, so a text that spells ``0x1f2e3d4c``
+#: and a question that says ``1f2e3d4c`` (or the other way round) find each other. A
+#: shorter one keeps its prefix (``0xff``): ``ff`` or ``10`` alone name no number.
+_LITERAL = r"0[xX](?P<literal>[0-9a-fA-F]+)(?!\w)"
+#: A word: a hex literal (``_LITERAL``), a hex identifier (``_HEX``), a letter then
+#: letters, digits and ``_`` (any script; on ASCII text exactly ``[A-Za-z][A-Za-z0-9_]*``),
+#: or a run of ASCII digits.
+_WORD_RE = re.compile(r"(?<!\w)(?:" + _LITERAL + r"|(?P<hex>" + _HEX + r"))|[^\W\d_]\w*|[0-9]+")
 #: Scripts written without spaces between words (CJK ideographs, kana, hangul): a run
 #: of them is searched by its character pairs, so a phrase inside a sentence matches.
 _CJK_RE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
@@ -82,13 +90,17 @@ def _unicode_terms(word: str) -> list[str]:
 
 def tokenize(text: str) -> list[str]:
     """Lower-cased terms; identifiers also yield their snake/camel parts; a hex
-    identifier (``_HEX``) is one term, and its first 7 digits another; words beyond
-    ASCII as ``_unicode_terms`` cuts them."""
+    identifier (``_HEX``), ``0x`` or not, is one term, and its first 7 digits another;
+    a shorter hex literal one term (``0xff``: ``_LITERAL``); words beyond ASCII as
+    ``_unicode_terms`` cuts them."""
     out: list[str] = []
     for m in _WORD_RE.finditer(text):
         word = m.group(0)
-        if m.group("hex"):  # not stemmed: ``…ed`` is hex, not a past tense
-            lower = word.lower()
+        if (literal := m.group("literal")) is not None and len(literal) < _HEX_PREFIX:
+            out.append(word.lower())  # ``0xff``: its prefix says it is a number
+            continue
+        if literal is not None or m.group("hex"):  # not stemmed: ``…ed`` is hex
+            lower = (literal or word).lower()
             out.append(lower)
             if len(lower) > _HEX_PREFIX:
                 out.append(lower[:_HEX_PREFIX])

@@ -21,7 +21,9 @@ control picture (U+2400 + code, ``␀`` for NUL), DEL becomes ``␡`` and a C1
 control (CSI, NEL …) U+FFFD: none can reach a reader or a terminal as a
 control, and one character stands for one. All three are
 deterministic — no per-render nonce — so identical frames render to identical,
-cacheable bytes.
+cacheable bytes. Exactly one newline comes before a closing fence: the newlines a
+content ends with (a chunk of a file ends with its last line's) are not shown, so no
+block ends in a blank line; its digest, of the content, is the same.
 """
 
 from __future__ import annotations
@@ -71,8 +73,21 @@ EVIDENCE_PREAMBLE = (
 
 #: The preamble's size in UTF-8 bytes: counted once in every non-empty prompt.
 PREAMBLE_BYTES = len(EVIDENCE_PREAMBLE.encode())
-#: The fewest bytes a frame's fence adds to its content (every attribute empty).
+#: The fewest bytes a frame's fence adds to its content (every attribute empty), less
+#: the newlines the content ends with, which it does not show (``_shown``).
 FENCE_MIN_BYTES = len('<frame provider="" kind="" cite="">\n\n</frame>\n')
+
+
+def _shown(body: str) -> str:
+    """``body`` as its block shows it: without the newlines it ends with, so the one the
+    fence writes before its closing line is the only one there."""
+    return body.rstrip("\n") if body.endswith("\n") else body
+
+
+def _unshown(body: str) -> int:
+    """How many newlines ``body`` ends with: bytes its block does not show (``_shown``)."""
+    return len(body) - len(body.rstrip("\n")) if body.endswith("\n") else 0
+
 
 # Detection runs on a skeleton of the content (Unicode TR39 style): every
 # character NFKC or the TR39 confusables read as a fence character becomes that
@@ -398,7 +413,7 @@ def fence(
         pid, kind, cite = map(escape_attribute, (pid, kind, cite))
     # No frame id: the cite is unique in the prompt and citations[] maps it to the
     # FrameId, so the id would only repeat the path the cite already names.
-    return f'<frame provider="{pid}" kind="{kind}" cite="{cite}"{mark}>\n{body}\n</frame>\n'
+    return f'<frame provider="{pid}" kind="{kind}" cite="{cite}"{mark}>\n{_shown(body)}\n</frame>\n'
 
 
 def utf8_size(text: str) -> int:
@@ -422,10 +437,11 @@ def _attrs_size(provider_id: str, kind: str, cite: str) -> int:
 
 
 def _content_size(content: str | None) -> int:
-    """The bytes of ``content`` as ``render_frame`` writes it (neutralised)."""
+    """The bytes of ``content`` as ``render_frame`` writes it (neutralised, without the
+    newlines it ends with)."""
     if not content:  # a reference frame carries no inline bytes (P3)
         return 0
-    content = neutralize_fences(neutralize_controls(content))
+    content = _shown(neutralize_fences(neutralize_controls(content)))
     return len(content) if content.isascii() else len(content.encode())
 
 
@@ -563,7 +579,10 @@ def priced_blocks(
     else:
         sizes = list(map(_attrs_size, provider_ids, kinds, labels))
     bodies, body_sizes = neutral_bodies_sized(contents)
-    out = [FENCE_MIN_BYTES + a + c for a, c in zip(sizes, body_sizes, strict=True)]
+    out = [
+        FENCE_MIN_BYTES + a + c - _unshown(b)
+        for a, c, b in zip(sizes, body_sizes, bodies, strict=True)
+    ]
     if titles:
         out = list(map(add, out, map(utf8_size, titles)))
     for i in unverified:
@@ -589,7 +608,7 @@ def render_floor(label: str, content: str, position: str) -> str:
     """A pinned block; its own attribute set, so it cannot pass for a provider's frame."""
     return (
         f'<frame pinned="{escape_attribute(position)}" cite="{escape_attribute(label)}">\n'
-        f"{neutralize_fences(neutralize_controls(content))}\n</frame>\n"
+        f"{_shown(neutralize_fences(neutralize_controls(content)))}\n</frame>\n"
     )
 
 

@@ -7,7 +7,10 @@ is one fenced block, rendered in citation order (R3, ``hostd.compose``'s rendere
 so the blocks are read back from the prompt rather than carried twice on the wire.
 Inside a block, content cannot hold a fence line (fence-shaped ``<`` are
 neutralised), so ``\\n</frame>\\n`` ends a block unambiguously; pinned floor blocks
-(``<frame pinned=…>``) are no citation and are skipped.
+(``<frame pinned=…>``) are no citation and are skipped. A block does not show the
+newline its content ends with (the renderer writes one before the closing fence
+whatever the content ends with); a cited text gets it back when the frame's digest
+says the content had it, so a cited file range is its lines' bytes.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 from typing import Any
 from urllib.parse import quote, urlsplit
+
+from hostd.protocol import sha256_digest
 
 __all__ = [
     "DEFAULT_MAX_CITED_BYTES",
@@ -139,9 +144,10 @@ def cited_texts(result: dict[str, Any]) -> list[CitedText]:
     seen: dict[tuple[str, ...], int] = {}
     out: list[CitedText] = []
     frames: list[list[tuple[str, str]]] = []
-    for citation, text in zip(citations, texts, strict=True):
+    for citation, quoted in zip(citations, texts, strict=True):
         uri, span = _source(citation)
         frame = citation.get("frame") or {}
+        text = _with_last_newline(quoted, frame.get("content_digest"))
         # The source range, else (no URI) the frame itself.
         ident = (str(frame.get("provider_id")), str(frame.get("frame_id")))
         key = (uri, span or "") if uri else ("", *ident)
@@ -161,6 +167,17 @@ def cited_texts(result: dict[str, Any]) -> list[CitedText]:
             )
         )
     return [replace(t, frames=tuple(f)) for t, f in zip(out, frames, strict=True)]
+
+
+def _with_last_newline(quoted: str, digest: object) -> str:
+    """A block's text, and the newline the render did not show when the frame's content
+    ended with it: its ``content_digest`` is that of the text with it (a chunk of a file
+    ends with its last line's newline). Else the text as the block quotes it."""
+    if isinstance(digest, str) and not quoted.endswith("\n"):
+        with_newline = f"{quoted}\n"
+        if sha256_digest(with_newline.encode("utf-8", "surrogatepass")) == digest:
+            return with_newline
+    return quoted
 
 
 class CitationStore:

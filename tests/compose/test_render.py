@@ -19,7 +19,7 @@ from hostd.compose import (
     render_frame,
     title_attribute,
 )
-from hostd.compose._render import TITLE_CHARS, rendered_size
+from hostd.compose._render import TITLE_CHARS, priced_blocks, render_floor, rendered_size
 from hostd.protocol import FrameId, canonical_token_cost
 
 from ._helpers import frame, frame_pairs
@@ -473,3 +473,37 @@ def test_a_hostile_validity_stays_on_its_fence_line_escaped_and_bounded(
     assert CONTROLS.search(block) is None and len(block.splitlines()) == 3
     assert len(line.encode()) <= len(head) + len(' valid="..">') + 2 * 8 * 32
     assert rendered_size("p", f) == len(block.encode())
+
+
+@pytest.mark.parametrize(
+    ("content", "shown"),
+    [
+        ("def f():\n    return 1\n", "def f():\n    return 1\n"),  # a file chunk's lines
+        ("def f():\n    return 1", "def f():\n    return 1\n"),  # an MCP piece, trimmed
+        ("tail\n\n\n", "tail\n"),
+        ("ctl\r\n", "ctl\u240d\n"),  # a carriage return is a picture, the newline its own
+        ("\n", "\n"),  # newlines only: an empty body, as a reference frame's
+    ],
+)
+def test_one_newline_comes_before_a_closing_fence_whatever_the_content_ends_with(
+    content: str, shown: str
+) -> None:
+    f = frame("a", content=content, with_digest=True, label="src/a.py L1-2")
+    block = render_frame("files", f)
+    assert (
+        block == f'<frame provider="files" kind="snippet" cite="src/a.py L1-2">\n{shown}</frame>\n'
+    )
+    assert rendered_size("files", f) == len(block.encode())
+    # Only the rendering: the frame's content and its digest are as it was sent.
+    assert (
+        f.content == content
+        and f.content_digest == frame("a", content=content, with_digest=True).content_digest
+    )
+    # The floor's block and the bulk prices agree with it.
+    assert render_floor("pin", content, "start").endswith(f">\n{shown}</frame>\n")
+    bodies, sizes, _ = priced_blocks(["files"], ["snippet"], ["src/a.py L1-2"], [content])
+    assert sizes == [len(block.encode())] and bodies == [
+        neutralize_fences(neutralize_controls(content))
+    ]
+    composed = compose_for_prompt([("files", f)], 100_000, placement="ranked")
+    assert composed.prompt.endswith(block)

@@ -214,3 +214,29 @@ def test_the_prompt_is_a_pure_function_of_the_frame_set(tmp_path: Path) -> None:
         out = compose_for_prompt(list(perm), 2000)
         seen.add((out.prompt, repr(out.audit.entry_dicts())))
     assert len(seen) == 1
+
+
+def test_a_tool_read_of_the_same_lines_under_another_digest_is_one_piece_of_evidence(
+    tmp_path: Path,
+) -> None:
+    # A server that trims the text it answers with, or one that answers with CRLF line
+    # endings (a Windows host): the same lines as the file's chunk, other bytes, so
+    # another digest. Equal text (``normal_text``) groups them all the same.
+    (chunk,) = files_frames(tmp_path, "docs/runbook.txt", PLAIN)
+    for served in (PLAIN.rstrip("\n"), PLAIN.replace("\n", "\r\n")):
+        (piece,) = read_text_file(served)
+        assert piece.content != chunk.content
+        assert piece.content_digest != chunk.content_digest
+        assert normal_text(str(piece.content)) == normal_text(str(chunk.content))
+        strong = piece.model_copy(update={"score": 0.9})  # the tool's read ranks first
+        result = compose_for_prompt([("files", chunk), ("fs", strong)], 2000)
+        quoted = result.prompt.replace("\u240d", "")  # a carriage return, as its picture
+        assert set(lines_in(quoted, PLAIN).values()) == {1}
+        by_id = entries(result)
+        kept, dropped = by_id[piece.id], by_id[chunk.id]
+        assert kept["disposition"] == "included" and kept["vouched_by"] == ["files", "fs"]
+        assert (dropped["reason"], dropped["detail"]["kept"]) == ("duplicate", kept["frame"])
+        # the survivor carries the file's place: it can be re-read and checked
+        (citation,) = result.citations
+        assert citation.frame.frame_id == piece.id
+        assert {p.type for p in citation.provenance} == {"mcp", "file"}

@@ -30,7 +30,23 @@ _CONTENTS = st.sampled_from(
 
 
 def _quoted(content: str) -> str:
-    return neutralize_fences(neutralize_controls(content))
+    # A block shows no newline its content ends with; with no digest to say it did, the
+    # cited text is the block's.
+    return neutralize_fences(neutralize_controls(content)).rstrip("\n")
+
+
+def test_a_cited_text_keeps_the_newline_its_frames_digest_says_it_ended_with() -> None:
+    uri = "file:///repo/src/cache.py"
+    lines = "def evict():\n    return 1\n"
+    frames = [
+        ("files", frame("a", 0.9, lines, with_digest=True, provenance=[file_prov(uri, "L1-2")])),
+        ("notes", frame("b", 0.8, "no digest\n", provenance=[file_prov("file:///n.md")])),
+    ]
+    composed = compose_for_prompt(frames, 100_000, placement="ranked")
+    assert "    return 1\n</frame>\n" in composed.prompt  # one newline before the fence
+    texts = cited_texts({**composed.to_wire(), "request_id": "r-1"})
+    assert [t.text for t in texts] == [lines, "no digest"]
+    assert texts[0].size == len(lines.encode())
 
 
 @settings(max_examples=150, deadline=None)

@@ -57,6 +57,26 @@ def test_a_hex_id_is_one_term_and_its_first_seven_digits_another() -> None:
     assert tokenize("abc123 deadbeef 1234567") == ["abc123", "abc", "123", "deadbeef", "1234567"]
 
 
+def test_a_hex_literal_is_one_term_whichever_way_it_is_spelled() -> None:
+    # 7 digits or more: a hex identifier, the ``0x`` dropped, so either spelling finds it.
+    assert tokenize("MAGIC = 0x1F2E3D4C;") == ["magic", "1f2e3d4c", "1f2e3d4"]
+    assert tokenize("0x1f2e3d4c") == tokenize("1f2e3d4c") == ["1f2e3d4c", "1f2e3d4"]
+    assert tokenize("0xdeadbeef") == ["deadbeef", "deadbee"]
+    # Shorter: one term with its prefix, never ``0`` and the letters after ``x``.
+    assert tokenize("mask 0xff, 0X10") == ["mask", "0xff", "0x10"]
+    # A suffix makes it no literal (``0x1fUL``): cut as before.
+    assert tokenize("0x1fUL")[:2] == ["0", "x1ful"]
+
+
+def test_a_hex_literal_scores_for_a_goal_that_spells_it_either_way() -> None:
+    text = "Header: the magic number is 0x1f2e3d4c at offset 16"
+    for goal in ("where is 0x1f2e3d4c set", "where is 1f2e3d4c set"):
+        bm25 = _Bm25(goal)
+        assert bm25.terms == ["1f2e3d4", "1f2e3d4c", "set"]
+        assert bm25.counts(text) == [1, 1, 0]
+    assert _Bm25("0x1f2e3d4c").counts("digest 1f2e3d4c") == [1, 1]
+
+
 def test_the_commits_to_the_tutorial_come_first_not_one_whose_hash_holds_the_number() -> None:
     ranked = _ranked(QUESTION, _log(COMMITS))
     assert {label for label, _ in ranked[:5]} == TUTORIAL
@@ -103,6 +123,10 @@ _HEX_FRAGMENTS = [
     "e",
     "70",
     "x",
+    "0x",
+    "0x1f2e3d4c",
+    "0xff",
+    "0X1F",
 ]
 
 

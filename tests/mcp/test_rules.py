@@ -209,9 +209,10 @@ async def test_every_citation_link_resolves_to_the_cited_text(
         (content,) = reads[link.uri].contents
         assert isinstance(content, types.TextResourceContents)
         assert content.mime_type == link.mime_type
-        # Exactly the text the prompt quotes under this label (after any title it shows).
+        # Exactly the text the prompt quotes under this label (after any title it shows),
+        # and the newline the content ended with, which the block does not show.
         fence_end = re.escape(f'cite="{link.name}"') + r'(?: (?:in|section|title)="[^"\n]*")?>\n'
-        block = fence_end + re.escape(f"{content.text}\n</frame>\n")
+        block = fence_end + re.escape(f"{content.text.rstrip(chr(10))}\n</frame>\n")
         assert re.search(block, structured["prompt"])
         assert link.size == len(content.text.encode())
     (cache,) = [link for link in links if link.description and "cache.md" in link.description]

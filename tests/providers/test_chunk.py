@@ -428,7 +428,9 @@ def test_a_definitions_decorators_and_comments_start_it() -> None:
     )
     outline = code_outline(".py", split_lines(source.encode()))
     assert outline is not None
-    assert outline.starts == (3, 13)  # not above the list that ends at ``bare``'s indent
+    # ``bare`` starts at its own line, not above the list that ends at its indent; the
+    # list, a value over several lines, is a definition of its own.
+    assert outline.starts == (3, 10, 13)
     rust = "#[derive(Debug)]\n/// A unit.\npub struct Unit;\n\n// loose\n\nfn f() {}\n"
     found = code_outline(".rs", split_lines(rust.encode()))
     assert found is not None and found.starts == (1, 7)  # a blank line apart: not its

@@ -595,3 +595,105 @@ def test_an_item_names_its_innermost_definition_and_an_impl_names_none() -> None
     assert item_name("btd_adapter_new()") == "btd_adapter_new"
     assert item_name("#define new0") == "new0"
     assert item_name("impl Display for Foo") is None
+
+
+CONF_PY = """\
+# Build configuration file
+import os
+
+os.environ['RELOAD'] = '1'
+
+# The extensions this build enables.
+extensions = [
+    'sphinx.ext.autodoc',
+    'sphinx.ext.doctest',
+    'sphinx.ext.todo',
+    'sphinx.ext.extlinks',
+]
+project = 'Sphinx'
+html_sidebars: dict[str, list[str]] = {
+    'index': ['search.html'],
+    '**': ['localtoc.html'],
+}
+exclude_patterns = ['_build']
+latex_elements = dict(
+    fontpkg='times',
+    papersize='a4',
+)
+"""
+
+
+def test_a_python_value_over_several_lines_is_an_item() -> None:
+    assert _items(".py", CONF_PY) == {
+        1: None,
+        4: None,
+        7: None,  # the assignment opens on the chunk's first line of text: the text shows it
+        10: "extensions",
+        13: None,
+        16: "html_sidebars",
+        19: None,
+        22: "latex_elements",
+    }
+    outline = code_outline(".py", split_lines(CONF_PY.encode()))
+    assert outline is not None
+    lines = split_lines(CONF_PY.encode())
+    # Each starts at the comment above it and ends at its closing bracket.
+    assert outline.starts == (6, 14, 19)
+    assert [outline.end(lines, s, 40) for s in outline.starts] == [12, 17, 22]
+    # A value on one line is none (``project``, ``exclude_patterns``).
+    assert defined_names(".py", CONF_PY) == ["extensions", "html_sidebars", "latex_elements"]
+    assert item_name("extensions") == "extensions"
+
+
+def test_a_long_python_value_names_every_chunk_inside_it() -> None:
+    source = "extensions = [\n" + "".join(f"    'ext.n{i}',\n" for i in range(80)) + "]\nx = 1\n"
+    raw = split_lines(source.encode())
+    assert code_items(".py", raw, [2, 41, 60, 82, 83]) == [
+        "extensions",
+        "extensions",
+        "extensions",
+        "extensions",  # its closing bracket
+        None,
+    ]
+
+
+def test_a_long_typescript_array_is_one_item_past_a_signatures_lines() -> None:
+    source = "export const LIST = [\n" + "".join(f"  {i},\n" for i in range(60)) + "];\nlet y;\n"
+    raw = split_lines(source.encode())
+    assert code_items(".ts", raw, [2, 55, 62, 63]) == [
+        "const LIST",
+        "const LIST",
+        "const LIST",
+        None,
+    ]
+
+
+GO_BLOCKS = """\
+package cache
+
+var (
+\tErrMiss = errors.New("miss")
+\tErrFull = errors.New("full")
+)
+
+const (
+\tSize = 1
+)
+
+var defaults = map[string]int{
+\t"a": 1,
+}
+"""
+
+
+def test_go_var_and_const_blocks_are_items_that_name_no_one_thing() -> None:
+    raw = split_lines(GO_BLOCKS.encode())
+    assert code_items(".go", raw, [4, 6, 9, 13, 14]) == [
+        "var (…)",
+        "var (…)",
+        "const (…)",
+        "var defaults",
+        "var defaults",
+    ]
+    assert item_name("var (…)") is None and item_name("const (…)") is None
+    assert defined_names(".go", GO_BLOCKS) == ["defaults"]
