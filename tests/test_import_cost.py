@@ -238,3 +238,56 @@ def test_a_command_that_logs_nothing_loads_no_log_library(tmp_path: Path, argv: 
     assert status == 0
     assert "hostd.cli._main" in modules  # the run got as far as the command line
     assert [m for m in CLI_LIBRARIES_ON_USE if m in modules] == []
+
+
+#: What ``hostd --version`` alone may load of hostd and the libraries: the version, and
+#: nothing of the commands, the config (pydantic) or the event loop.
+VERSION_MAY_NOT_LOAD = ("hostd.cli._main", "hostd.config", "hostd.errors", "hostd.protocol")
+VERSION_LIBRARIES = ("pydantic", "anyio", "orjson", "structlog", "jsonrpcserver", "httpx")
+
+
+@pytest.mark.parametrize("how", ["python -m hostd", "the hostd script"])
+def test_hostd_version_answers_without_loading_the_command_line(how: str) -> None:
+    """``hostd --version`` (a health check, a script, an install's smoke test) is
+    answered before any command's module, the config or a library loads."""
+    code = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: sys.stderr.write('loaded=' + ','.join(sys.modules)))\n"
+        "sys.argv[1:] = ['--version']\n"
+        "import runpy\n"
+        + (
+            "runpy.run_module('hostd', run_name='__main__')\n"
+            if how == "python -m hostd"
+            else "from hostd.cli import main\nraise SystemExit(main())\n"
+        )
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("hostd 0.") and done.stdout.count("\n") == 1, done.stdout
+    (said,) = [line for line in done.stderr.split("\n") if line.startswith("loaded=")]
+    modules = said.removeprefix("loaded=").split(",")
+    assert "hostd._build" in modules  # the run got as far as the version
+    assert [m for m in modules if m.startswith(VERSION_MAY_NOT_LOAD)] == []
+    assert [m for m in VERSION_LIBRARIES if m in modules] == []
+
+
+def test_hostd_version_among_other_options_is_the_command_lines() -> None:
+    # Only ``--version`` alone takes the short way; with other options it is argparse's.
+    done = subprocess.run(
+        [sys.executable, "-m", "hostd", "--log-level", "error", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr
+    fast = subprocess.run(
+        [sys.executable, "-m", "hostd", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert done.stdout == fast.stdout and fast.stdout.startswith("hostd "), (done, fast)

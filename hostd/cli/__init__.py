@@ -12,6 +12,21 @@ and ``_main`` parses and turns errors into exit statuses. ``compose``,
 (one shot) unless ``--connect`` names a running daemon's socket.
 """
 
-from ._main import build_parser, main
+import typing
+
+from ._entry import main
+
+if typing.TYPE_CHECKING:
+    from ._main import build_parser
 
 __all__ = ["build_parser", "main"]
+
+
+def __getattr__(name: str) -> object:
+    # ``build_parser`` loads every command's module: imported with its first use, so that
+    # ``hostd --version`` (``_entry``) loads none of them.
+    if name == "build_parser":
+        from ._main import build_parser
+
+        return build_parser
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -113,8 +113,9 @@ def add_daemon_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     reload.add_argument("socket", nargs="?", metavar="SOCKET", help=_SOCKET_HELP)
     token_file_arg(reload)
     reload.add_argument("--json", action="store_true", help="print host/reload's reply as JSON")
-    # Its own config need not load: the daemon reads the file, and says what is wrong.
-    reload.set_defaults(run=_reload, socket_only=True)
+    # Its own config need not load: the daemon reads the file, and says what is wrong
+    # (once: no note of it here first).
+    reload.set_defaults(run=_reload, socket_only=True, daemon_reads_config=True)
 
 
 @contextlib.asynccontextmanager

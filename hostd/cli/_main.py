@@ -199,7 +199,9 @@ def _config(args: argparse.Namespace) -> Config:
     mcp), need only the daemon's socket: a config that no longer loads (an edit under a
     running daemon) does not lock them out of it; they say why and use the socket named
     (the file is moot then), else its ``host.socket``; the error is kept in
-    ``args.config_error`` for a ``NoDaemon`` to name (``_said``)."""
+    ``args.config_error`` for a ``NoDaemon`` to name (``_said``). ``reload``
+    (``daemon_reads_config``) says no note: the daemon reads the file and its refusal
+    names the error, as the line of a ``NoDaemon`` does, so it is said once."""
     try:
         return load_config(args.config)
     except ConfigError as exc:
@@ -214,7 +216,8 @@ def _config(args: argparse.Namespace) -> Config:
             # still a ConfigError when the file cannot be read at all
             socket = discover_socket(args.config)
             args.config_error = (exc, socket)
-        sys.stderr.write(f"hostd: note: {exc.message}; using its socket only\n")
+        if not getattr(args, "daemon_reads_config", False):
+            sys.stderr.write(f"hostd: note: {exc.message}; using its socket only\n")
         base = load_config(DEFAULT_CONFIG_PATH)
         return base.model_copy(update={"host": base.host.model_copy(update={"socket": socket})})
 

@@ -35,7 +35,15 @@ from ._errors import (
 )
 from ._hosts import is_loopback_host
 from ._jcs import canonical_json, es_number
-from ._lines import DEFAULT_MAX_LINE_BYTES, EOF, OVERLONG, TRUNCATED, LineItem, LineSplitter
+from ._lines import (
+    DEFAULT_MAX_LINE_BYTES,
+    EOF,
+    OVERLONG,
+    TRUNCATED,
+    LineItem,
+    LineSplitter,
+    OverlongLine,
+)
 from ._progress import MAX_PROGRESS_TEXT, MAX_READY_MESSAGE, PROGRESS_METHOD
 from ._version import PROTOCOL_VERSION, is_version_string, version_family, versions_compatible
 
@@ -229,6 +237,7 @@ __all__ = [
     "LineIndex",
     "LineItem",
     "LineSplitter",
+    "OverlongLine",
     "Provenance",
     "ProviderInfo",
     "QueryCapability",

@@ -24,12 +24,14 @@ Imports only ``hostd.errors``, ``hostd.protocol`` and the leaf ``hostd._param_wo
 
 from ._dispatch import DirectDispatcher, Dispatcher, Handler, Method
 from ._envelope import (
+    HEAD_BYTES,
     OnError,
     decode,
     encode,
     encode_line,
     encode_reply,
     error_reply,
+    id_in_line,
     is_mcp_id,
     log_unexpected,
     make_notification,
@@ -45,6 +47,7 @@ from ._pipe import LinePipeProtocol, reserve_stdout
 from ._stdio import Stdio, open_stdio
 
 __all__ = [
+    "HEAD_BYTES",
     "DirectDispatcher",
     "Dispatcher",
     "Handler",
@@ -60,6 +63,7 @@ __all__ = [
     "encode_line",
     "encode_reply",
     "error_reply",
+    "id_in_line",
     "is_mcp_id",
     "log_unexpected",
     "make_notification",

@@ -31,7 +31,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from hostd.errors import EmptyBatch, ParseError, RpcError, error_to_wire
+from hostd.errors import EmptyBatch, InvalidParam, ParseError, RpcError, error_to_wire
 from hostd.protocol import (
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -41,6 +41,7 @@ from hostd.protocol import (
 )
 
 from ._envelope import (
+    BY_NAME,
     OnError,
     decode,
     encode_reply,
@@ -138,24 +139,50 @@ class Dispatcher:
             problem = request_problem(request)
             if problem is not None:
                 return error_reply(problem, reply_id(request))
+            if self._positional(request):
+                return self._by_name(request)
             reply = await serve(request, self._bound, context)
             return None if reply is None else _rendered(reply)
         if not request:
             return error_reply(EmptyBatch("Invalid Request: empty batch"))
         problems = [request_problem(item) for item in request]
-        if not any(problems):  # the common case: one pass of the library
+        if not any(problems) and not any(map(self._positional, request)):  # the common case
             reply = await serve(request, self._bound, context)
             return None if reply is None else [_rendered(r) for r in reply]
-        # Each invalid member answered under its own id; the rest served as a batch.
-        valid = [item for item, problem in zip(request, problems, strict=True) if not problem]
+        # Each invalid member answered under its own id (a notification with array params
+        # not at all); the rest served as a batch.
+        positional = [
+            not problem and self._positional(item)
+            for item, problem in zip(request, problems, strict=True)
+        ]
+        valid = [
+            item
+            for item, problem, by_position in zip(request, problems, positional, strict=True)
+            if not problem and not by_position
+        ]
         served = iter(await serve(valid, self._bound, context) or []) if valid else iter(())
         replies = []
-        for item, problem in zip(request, problems, strict=True):
+        for item, problem, by_position in zip(request, problems, positional, strict=True):
             if problem is not None:
                 replies.append(error_reply(problem, reply_id(item)))
+            elif by_position:
+                if (refused := self._by_name(item)) is not None:
+                    replies.append(refused)
             elif "id" in item:  # jsonrpcserver answers the requests, in order, not notifications
                 replies.append(_rendered(next(served)))
         return replies
+
+    def _positional(self, request: dict[str, Any]) -> bool:
+        """A request (of a shape ``request_problem`` passed) for one of these methods with
+        its params in an array: refused by ``_by_name`` (an unknown method is −32601 first)."""
+        return isinstance(request.get("params"), list) and request["method"] in self.methods
+
+    def _by_name(self, request: dict[str, Any]) -> dict[str, Any] | None:
+        """The refusal of array params, as the method's own (told to ``on_error``); a
+        notification gets none."""
+        refusal = InvalidParam(BY_NAME, field="params")
+        self._on_error(request["method"], refusal)
+        return error_reply(refusal, request["id"]) if "id" in request else None
 
     async def answer(self, request: Any, context: Any, request_id: str) -> tuple[Any, bytes | None]:
         """``dispatch`` and ``encode_reply`` in one call: the reply (for the caller's

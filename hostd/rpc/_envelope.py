@@ -28,12 +28,14 @@ from hostd.errors import (
 )
 
 __all__ = [
+    "HEAD_BYTES",
     "OnError",
     "decode",
     "encode",
     "encode_line",
     "encode_reply",
     "error_reply",
+    "id_in_line",
     "is_mcp_id",
     "log_unexpected",
     "make_notification",
@@ -52,6 +54,11 @@ OnError = Callable[[str, BaseException], None]
 _log = logging.getLogger("hostd.rpc")
 
 _Model = TypeVar("_Model", bound=BaseModel)
+
+
+#: Params are objects (by name): an array, even an empty one, is refused (−32602) before
+#: the method runs. jsonrpcserver passes an empty array on as no params at all.
+BY_NAME = "invalid params: params must be an object (by name), not an array"
 
 
 def validate_params(model: type[_Model], params: Mapping[str, Any]) -> _Model:
@@ -244,6 +251,193 @@ def reply_id(msg: Any) -> Any:
     if isinstance(msg, dict) and _valid_id(msg.get("id")):
         return msg.get("id")
     return None
+
+
+#: How much of each end of an over-long line ``id_in_line`` reads: where a client puts its
+#: id, before ``params`` or after them (as most JSON-RPC libraries, and hostd's, write it).
+HEAD_BYTES = 4096
+
+_SPACE = b" \t\r\n"
+
+
+def _string_end(head: bytes, at: int) -> int:
+    """The index just past the JSON string opening at ``head[at]`` (a quote), or -1 when
+    it does not end within ``head``."""
+    i = at + 1
+    while (i := head.find(b'"', i)) != -1:
+        backslashes = 0
+        while head[i - 1 - backslashes] == 0x5C:  # '\\': an escaped quote is no end
+            backslashes += 1
+        if backslashes % 2 == 0:
+            return i + 1
+        i += 1
+    return -1
+
+
+def id_in_line(head: bytes, tail: bytes) -> Any:
+    """The ``id`` of the request on a line too long to parse, read from its first and last
+    bytes (``HEAD_BYTES`` of each at most), or None when it cannot be read for certain
+    (docs/api.md, "Error −32600"): the first top-level ``id`` member ``head`` holds
+    whole, or the line's last member when ``tail`` holds it whole and it is ``id``; the
+    two, when both are found, must agree. None is the answer to anything else: a wrong
+    id would settle another call, so none is guessed."""
+    first = _id_in_head(head[:HEAD_BYTES])
+    last = _id_in_tail(tail[-HEAD_BYTES:])
+    if first is None or last is None:
+        return last if first is None else first
+    return first if encode(first) == encode(last) else None
+
+
+def _id_in_tail(tail: bytes) -> Any:
+    """The value of a line's last member when it is ``id``: the line ends ``"id": VALUE}``
+    (whitespace allowed), the member's name after a ``,`` or ``{``, all within ``tail``.
+    In a line that is JSON that is the top-level object's last member (the final ``}``
+    closes it, and a string is read back to its opening quote, the first quote before
+    it not escaped); it is the one a parse of the line would keep."""
+    i = _back_space(tail, len(tail) - 1)
+    if i < 0 or tail[i] != 0x7D:  # '}'
+        return None
+    end = _back_space(tail, i - 1) + 1
+    if end <= 0:
+        return None
+    if tail[end - 1] == 0x22:
+        start = _opening_quote(tail, end - 1)
+    else:  # a number or a literal
+        start = end
+        while start > 0 and tail[start - 1] in _SCALAR:
+            start -= 1
+        start = start if 0 < start < end else -1
+    if start < 0:
+        return None
+    colon = _back_space(tail, start - 1)
+    if colon < 0 or tail[colon] != 0x3A:  # ':'
+        return None
+    name_end = _back_space(tail, colon - 1)
+    if name_end < 0 or tail[name_end] != 0x22:
+        return None
+    name_start = _opening_quote(tail, name_end)
+    before = _back_space(tail, name_start - 1) if name_start > 0 else -1
+    if before < 0 or tail[before] not in b",{":
+        return None
+    try:
+        name = orjson.loads(tail[name_start : name_end + 1])
+        value = orjson.loads(tail[start:end])
+    except orjson.JSONDecodeError:
+        return None
+    if name != "id" or value is None or not _valid_id(value):
+        return None
+    return value
+
+
+#: The bytes of a JSON number or literal (``true``, ``false``, ``null``).
+_SCALAR = b"0123456789+-.eEtrufalsn"
+
+
+def _back_space(data: bytes, i: int) -> int:
+    """The index of the last byte at or before ``i`` that is not JSON whitespace (-1)."""
+    while i >= 0 and data[i] in _SPACE:
+        i -= 1
+    return i
+
+
+def _opening_quote(data: bytes, closing: int) -> int:
+    """The index of the quote opening the JSON string that ``data[closing]`` closes: the
+    first quote before it not escaped (after an even run of backslashes); -1 when none
+    is, or when a run of backslashes reaches the start of ``data`` (its parity unknown),
+    or when ``data[closing]`` is itself escaped."""
+    first = True
+    i = closing
+    while i >= 0 and (i := data.rfind(b'"', 0, i + 1)) != -1:
+        run = 0
+        while i - 1 - run >= 0 and data[i - 1 - run] == 0x5C:
+            run += 1
+        if run and i - run == 0:
+            return -1  # the run may go on before ``data``: escaped or not, unknown
+        if first:  # the closing quote: an escaped one closes nothing
+            if run % 2:
+                return -1
+            first = False
+        elif run % 2 == 0:
+            return i
+        i -= 1
+    return -1
+
+
+def _id_in_head(head: bytes) -> Any:
+    """The value of the first top-level member named ``id`` when ``head`` holds it whole,
+    followed by ``,`` or ``}``, everything before it strict JSON (that prefix, closed
+    with ``}``, parsed as ``decode`` parses a line), and it is an id a reply can carry
+    (``reply_id``: a string, a number under 2^63). A batch, an ``id`` past ``head``, a
+    member inside ``params``, a prefix that is not JSON: None."""
+    i = 0
+    n = len(head)
+    while i < n and head[i] in _SPACE:
+        i += 1
+    if i >= n or head[i] != 0x7B:  # '{': a batch or a scalar has no one id
+        return None
+    depth = 0
+    key_next = False  # at depth 1, the next string is a member's name
+    while i < n:
+        c = head[i]
+        if c == 0x22:  # '"'
+            end = _string_end(head, i)
+            if end == -1:
+                return None
+            if depth == 1 and key_next:
+                key_next = False
+                try:
+                    name = orjson.loads(head[i:end])
+                except orjson.JSONDecodeError:
+                    return None
+                if name == "id":
+                    return _member_value(head, end)
+            i = end
+            continue
+        if c in b"{[":
+            depth += 1
+            key_next = c == 0x7B and depth == 1
+        elif c in b"}]":
+            depth -= 1
+            if depth == 0:
+                return None  # the object ended (a short line): it has no id member
+        elif c == 0x2C and depth == 1:  # ','
+            key_next = True
+        i += 1
+    return None
+
+
+def _member_value(head: bytes, after_name: int) -> Any:
+    """The value of the member whose name ends at ``after_name``, when it is an id a
+    reply can carry and the prefix up to it is strict JSON (``id_in_head``)."""
+    i = after_name
+    n = len(head)
+    while i < n and head[i] in _SPACE:
+        i += 1
+    if i >= n or head[i] != 0x3A:  # ':'
+        return None
+    i += 1
+    while i < n and head[i] in _SPACE:
+        i += 1
+    if i >= n:
+        return None
+    if head[i] == 0x22:
+        end = _string_end(head, i)
+    else:  # a number or a literal runs to the next delimiter
+        end = i
+        while end < n and head[end] not in b",}" and head[end] not in _SPACE:
+            end += 1
+    rest = end
+    while 0 <= rest < n and head[rest] in _SPACE:
+        rest += 1
+    if end == -1 or rest >= n or head[rest] not in b",}":
+        return None  # the value may go on past the head: it is not read whole
+    try:
+        obj = orjson.loads(head[:end] + b"}")  # strict, as ``decode``: everything before it
+    except orjson.JSONDecodeError:
+        return None
+    value = obj.get("id") if isinstance(obj, dict) else None
+    # ``reply_id``'s test: null (read, or nothing of use) never settles a call.
+    return value if value is not None and _valid_id(value) else None
 
 
 def tag_request(reply: Any, request_id: str) -> Any:

@@ -19,7 +19,7 @@ from pydantic import BaseModel
 
 from hostd.errors import InvalidParam, error_to_wire
 
-from ._envelope import OnError, validate_params, validate_request
+from ._envelope import BY_NAME, OnError, validate_params, validate_request
 
 __all__ = ["bound", "serializable"]
 
@@ -37,10 +37,7 @@ def bound(
         # Positional params reach the body, so the boundary answers them, by name.
         try:
             if args:
-                raise InvalidParam(
-                    "invalid params: params must be an object (by name), not an array",
-                    field="params",
-                )
+                raise InvalidParam(BY_NAME, field="params")  # ``Dispatcher`` refuses it first
             # ``Method.invoke``'s body, inline: one coroutine fewer in the chain every
             # resumption of the method passes through.
             return Success(await handler(context, validate_params(params, kwargs)))

@@ -52,8 +52,9 @@ from hostd.errors import (
     Unauthorized,
 )
 from hostd.logs import REQUEST_ID, get_logger
-from hostd.protocol import LineSplitter
-from hostd.rpc import decode, encode, encode_reply, error_reply, reply_id
+from hostd.protocol import LineSplitter, OverlongLine
+from hostd.rpc import HEAD_BYTES, decode, encode, encode_reply, error_reply, id_in_line, reply_id
+from hostd.rpc import tag_request as _tag
 from hostd.transport import RepeatedEvents
 
 __all__ = [
@@ -127,6 +128,10 @@ class Owner(Protocol):
     def begin_request(self) -> None: ...
 
     def end_request(self) -> None: ...
+
+    def new_request_id(self) -> str:
+        """A request id for the log, as each dispatched request gets (``data.request_id``)."""
+        ...
 
     def admit_authenticated(self) -> bool:
         """Room among ``max_connections`` for a TCP client that just authenticated?"""
@@ -240,31 +245,29 @@ def _id_key(value: Any) -> Hashable:
     return encode(value)
 
 
-def _not_a_request() -> dict[str, Any]:
-    """The answer to a batch element that is not an object: its own −32600 with a null
-    id. Refused here, never dispatched: dispatching an inner array would run it as a
-    batch of its own, past ``max_batch`` and ``max_in_flight``, with a nested reply."""
-    return error_reply(InvalidRequest("Invalid Request: a batch element must be an object"))
+#: A batch element that is not an object: its own −32600 with a null id. Refused here,
+#: never dispatched: dispatching an inner array would run it as a batch of its own, past
+#: ``max_batch`` and ``max_in_flight``, with a nested reply.
+_NOT_A_REQUEST = "Invalid Request: a batch element must be an object"
 
-
-def _id_in_use(msg: Any) -> dict[str, Any]:
-    """The answer to a request whose id one in flight on this connection holds. Both run,
-    the client could not tell their replies apart, nor which one a ``$/cancel`` of
-    that id stops; so the later one is refused. The id is in the reply, not the text
-    (a peer's string, of any length)."""
-    refusal = IdInUse(
-        "Invalid Request: a request in flight on this connection has this id; "
-        "send another id, or this one again once that request is answered"
-    )
-    return error_reply(refusal, reply_id(msg))
+#: A request whose id one in flight on this connection holds. Both run, the client could
+#: not tell their replies apart, nor which one a ``$/cancel`` of that id stops; so the
+#: later one is refused. The id is in the reply, not the text (a peer's string, of any
+#: length).
+_ID_IN_USE = (
+    "Invalid Request: a request in flight on this connection has this id; "
+    "send another id, or this one again once that request is answered"
+)
 
 
 @dataclass(slots=True)
 class _Held:
-    """A batch element's cancel scope, and the key its id is held under (None: no id)."""
+    """A batch element's cancel scope, and the key its id is held under (None: no id);
+    or its refusal (``id_in_use``), answered in the batch's reply and never run."""
 
     scope: anyio.CancelScope
     key: Hashable = None
+    refusal: dict[str, Any] | None = None
 
 
 class Connection:
@@ -404,30 +407,42 @@ class Connection:
         for entry in list(self._scopes.values()):
             entry.cancel()
 
-    def _register(self, msg: Any) -> _Held | None:
+    def _register(self, msg: Any) -> _Held:
         """A batch element's cancel scope and the key its id is held under until the batch
-        is answered; None for an element whose id a request in flight (an earlier
-        element included) holds."""
+        is answered; for an element whose id a request in flight (an earlier element
+        included) holds, its refusal instead."""
         held = _Held(anyio.CancelScope())
         if isinstance(msg, dict) and "id" in msg:
             key = _id_key(msg["id"])
             if key in self._scopes:
-                self._refused_id(msg)  # answered by _run_batch, in the batch's reply
-                return None
+                held.refusal = self._refused_id(msg)  # answered in the batch's reply
+                return held
             self._scopes[key] = held.scope
             held.key = key
         return held
 
-    def _unregister(self, held: _Held | None) -> None:
-        if held is not None and held.key is not None:
+    def _unregister(self, held: _Held) -> None:
+        if held.key is not None:
             self._forget(held.key, held.scope)
+
+    def _error(
+        self, exc: BaseException, id_: Any = None, request_id: str | None = None
+    ) -> dict[str, Any]:
+        """A refusal this connection answers itself, its ``data.request_id`` a new one (or
+        ``request_id``): every error the daemon answers carries one (docs/api.md), so a
+        client's error is matched to the log line that tells it, when one does."""
+        reply: dict[str, Any] = _tag(
+            error_reply(exc, id_), request_id or self.owner.new_request_id()
+        )
+        return reply
 
     def _refused_id(self, msg: Any) -> dict[str, Any]:
         """The refusal of a request for its id, counted and logged (the id left out: a
         peer's string, of any length)."""
         self.owner.counters["requests_id_in_use"] += 1
-        self.owner.repeats.warning("client.id_in_use", connection=self.name)
-        return _id_in_use(msg)
+        request_id = self.owner.new_request_id()
+        self.owner.repeats.warning("client.id_in_use", connection=self.name, request_id=request_id)
+        return self._error(IdInUse(_ID_IN_USE), reply_id(msg), request_id)
 
     def _forget(self, key: Hashable, entry: _Cancellable) -> None:
         """``entry`` no longer reachable by a ``$/cancel`` of ``key``, its id free (if it
@@ -483,7 +498,8 @@ class Connection:
     async def _read(self) -> None:
         """Handle lines until EOF or a line that closes the connection. A partial line
         at EOF is dropped (half a line, then a disconnect, is not a request)."""
-        splitter = LineSplitter(self._limits.max_line_bytes)
+        # The ends of an over-long line are kept, to answer it under its request's id.
+        splitter = LineSplitter(self._limits.max_line_bytes, keep_ends=HEAD_BYTES)
         pre_auth = self._limits.pre_auth_line_bytes
         while chunk := await self._receive():
             for item in splitter.feed(chunk):
@@ -493,27 +509,36 @@ class Connection:
                     # Before the token, a big line is not a client's mistake to forgive.
                     await self._line_too_long(pre_auth)
                     return
-                if not isinstance(item, bytes):  # OVERLONG: feed yields nothing else
-                    await self._line_too_long(self._limits.max_line_bytes)
+                if not isinstance(item, bytes):  # an OverlongLine: no other marker here
+                    ends = item if isinstance(item, OverlongLine) else None
+                    said = id_in_line(ends.head, ends.tail) if ends is not None else None
+                    await self._line_too_long(self._limits.max_line_bytes, said)
                     continue
                 if item.strip() and not await self._handle_line(item):
                     return
-            if not self._authenticated and len(splitter.partial) > pre_auth:
+            if not self._authenticated and (len(splitter.partial) > pre_auth or splitter.skipping):
                 await self._line_too_long(pre_auth)
                 return
 
-    async def _line_too_long(self, limit: int) -> None:
+    async def _line_too_long(self, limit: int, id_: Any = None) -> None:
+        """Answer a line over ``limit`` (never parsed) under the id its ends name, when
+        that can be read for certain (``id_in_line``), else null."""
+        request_id = self.owner.new_request_id()
         self.owner.repeats.warning(
-            "client.line_too_long", connection=self.name, max_line_bytes=limit
+            "client.line_too_long",
+            connection=self.name,
+            max_line_bytes=limit,
+            request_id=request_id,
         )
-        await self.send(error_reply(RequestLineTooLong("line too long", max_line_bytes=limit)))
+        refusal = RequestLineTooLong("line too long", max_line_bytes=limit)
+        await self.send(self._error(refusal, id_, request_id))
 
     async def _handle_line(self, line: bytes) -> bool:
         """Handle one line; False closes the connection."""
         try:
             msg = decode(line)
         except ParseError as exc:
-            await self.send(error_reply(exc))
+            await self.send(self._error(exc))
             return True
         if not self._authenticated:
             return await self._authenticate(msg)
@@ -532,7 +557,7 @@ class Connection:
         else:
             if self._inflight >= self._limits.max_in_flight:
                 if isinstance(msg, dict) and "id" in msg:
-                    await self.send(error_reply(self._overloaded(), reply_id(msg)))
+                    await self.send(self._error(self._overloaded(), reply_id(msg)))
                 return True
             running = _Running()
             key: Hashable = None
@@ -557,12 +582,12 @@ class Connection:
 
     async def _handle_batch(self, batch: list[Any]) -> None:
         if not batch:
-            await self.send(error_reply(EmptyBatch("Invalid Request: empty batch")))
+            await self.send(self._error(EmptyBatch("Invalid Request: empty batch")))
             return
         limit = self._limits.max_batch
         if len(batch) > limit:
             await self.send(
-                error_reply(
+                self._error(
                     Overloaded(
                         f"batch of {len(batch)} requests is over the limit of {limit}",
                         limit=limit,
@@ -572,9 +597,9 @@ class Connection:
             return
         if self._inflight >= self._limits.max_in_flight:
             errors = [
-                error_reply(self._overloaded(), reply_id(m))
+                self._error(self._overloaded(), reply_id(m))
                 if isinstance(m, dict)
-                else _not_a_request()
+                else self._error(InvalidRequest(_NOT_A_REQUEST))
                 for m in batch
                 if not isinstance(m, dict) or "id" in m
             ]
@@ -629,8 +654,11 @@ class Connection:
         one's scope is cancelled). True when that task ends the request."""
         if self._aborting:
             log.info("request.aborted", connection=self.name)
-            reply = error_reply(
-                ShuttingDown("hostd is shutting down: the grace period is over"), reply_id(msg)
+            # The request's own id (its dispatch set it in this task), as its log lines say.
+            reply = self._error(
+                ShuttingDown("hostd is shutting down: the grace period is over"),
+                reply_id(msg),
+                REQUEST_ID.get(),
             )
             self._tg.start_soon(self._reply_then_end, reply)
             return True
@@ -643,7 +671,7 @@ class Connection:
         finally:
             self._end()
 
-    async def _finish_batch(self, batch: list[Any], held: list[_Held | None]) -> None:
+    async def _finish_batch(self, batch: list[Any], held: list[_Held]) -> None:
         try:
             await self._run_batch(batch, held)
         finally:
@@ -651,7 +679,7 @@ class Connection:
                 self._unregister(one_held)
             self._end()
 
-    async def _run_batch(self, batch: list[Any], held: list[_Held | None]) -> None:
+    async def _run_batch(self, batch: list[Any], held: list[_Held]) -> None:
         replies: list[Any] = [None] * len(batch)
         limiter = anyio.CapacityLimiter(self._limits.max_in_flight)
 
@@ -663,9 +691,9 @@ class Connection:
             for i, (msg, element) in enumerate(zip(batch, held, strict=True)):
                 if not isinstance(msg, dict):
                     # An inner array is never a batch of its own (nor run), nor any scalar.
-                    replies[i] = _not_a_request()
-                elif element is None:
-                    replies[i] = _id_in_use(msg)  # counted and logged by _register
+                    replies[i] = self._error(InvalidRequest(_NOT_A_REQUEST))
+                elif element.refusal is not None:
+                    replies[i] = element.refusal  # counted and logged by _register
                 else:
                     tg.start_soon(one, i, element.scope)
         out = [r for r in replies if r is not None and r is not _NO_REPLY]
@@ -679,8 +707,10 @@ class Connection:
         # at the end of the grace period (the client is told why).
         if self._aborting:
             log.info("request.aborted", connection=self.name)
-            return error_reply(
-                ShuttingDown("hostd is shutting down: the grace period is over"), reply_id(msg)
+            return self._error(
+                ShuttingDown("hostd is shutting down: the grace period is over"),
+                reply_id(msg),
+                REQUEST_ID.get(),  # the element's own, set by its dispatch in this task
             )
         log.info("request.cancelled", connection=self.name)
         return _NO_REPLY
@@ -703,7 +733,7 @@ class Connection:
             self._uncount()
             if not self.owner.admit_authenticated():  # counted and logged as a refusal
                 full = Overloaded("hostd is serving its max_connections clients")
-                await self.send(error_reply(full, reply_id(msg)))
+                await self.send(self._error(full, reply_id(msg)))
                 return False
             self._authenticated = True
             self.authenticated_with = expected
@@ -714,7 +744,10 @@ class Connection:
                     {"jsonrpc": "2.0", "result": {"authenticated": True}, "id": reply_id(msg)}
                 )
             return True
-        self.owner.repeats.warning("client.unauthorized", connection=self.name)
+        request_id = self.owner.new_request_id()
+        self.owner.repeats.warning(
+            "client.unauthorized", connection=self.name, request_id=request_id
+        )
         refusal = Unauthorized(_refusal_text(msg, token, expected))
-        await self.send(error_reply(refusal, reply_id(msg)))
+        await self.send(self._error(refusal, reply_id(msg), request_id))
         return False

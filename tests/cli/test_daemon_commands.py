@@ -127,6 +127,26 @@ def test_an_edit_that_breaks_the_config_does_not_lock_status_and_stop_out(
     assert code == 0
 
 
+def test_reload_of_a_broken_config_says_its_error_once(tmp_path: Path) -> None:
+    config, child = _serving_one(tmp_path)
+    try:
+        config.write_text(config.read_text() + '[tcp]\ntokn_file = "t"\n', encoding="utf-8")
+        done = run_hostd("--config", str(config), "reload")
+    finally:
+        code = child.stop()
+    assert code == 0
+    assert done.returncode == 2, done.stderr
+    # The daemon's refusal alone, with its hint; no note of the same error before it.
+    (said,) = _human(done.stderr)
+    assert said.startswith("hostd: config not reloaded"), said
+    assert "tcp.tokn_file: unknown key (did you mean token_file?)" in said, said
+    # With no daemon there, the line that says so names the error, once too.
+    gone = run_hostd("--config", str(config), "reload")
+    assert gone.returncode == 3, gone.stderr
+    (said,) = _human(gone.stderr)
+    assert said.startswith("hostd: no daemon at ") and "did you mean token_file?" in said, said
+
+
 def test_an_edit_that_breaks_the_config_does_not_lock_connected_clients_out(
     tmp_path: Path,
 ) -> None:

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hostd.protocol import OVERLONG, LineSplitter
+from hostd.protocol import OVERLONG, LineSplitter, OverlongLine
 
 
 def split_all(chunks: list[bytes], limit: int, *, keep_unterminated: bool = False) -> list[object]:
@@ -116,3 +116,26 @@ def test_skip_counts_what_feed_returns_and_leaves_the_same_state(
             assert mixed.feed(chunk) == items
         assert bytes(mixed.partial) == bytes(fed.partial)
     assert mixed.end() == fed.end()
+
+
+@given(
+    st.binary(max_size=300),
+    st.lists(st.integers(min_value=1, max_value=60), max_size=40),
+    st.integers(min_value=1, max_value=40),
+    st.integers(min_value=1, max_value=20),
+)
+def test_an_overlong_line_carries_its_ends_at_its_newline_for_any_chunking(
+    data: bytes, cuts: list[int], limit: int, keep: int
+) -> None:
+    # The same items as without ends, each over-long line told at its newline (an
+    # unterminated one not at all) with its own first and last bytes.
+    splitter = LineSplitter(limit, keep_ends=keep)
+    items = [item for chunk in chunked(data, cuts) for item in splitter.feed(chunk)]
+    whole = data[: data.rfind(b"\n") + 1]
+    assert ["TOO_LONG" if isinstance(i, OverlongLine) else i for i in items] == plain_split(
+        whole, limit
+    )
+    lines = [line for line in whole.split(b"\n") if len(line) > limit]
+    ends = [(i.head, i.tail) for i in items if isinstance(i, OverlongLine)]
+    assert ends == [(line[:keep], line[-keep:]) for line in lines]
+    assert splitter.skipping == (len(data) - len(whole) > limit)

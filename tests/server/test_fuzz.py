@@ -214,10 +214,13 @@ class Generator:
             return line, Expect(json.dumps(id_), frozenset({-32700, -32602}), null_ok=True)
         if r < 0.97:
             return self.batch()
-        if r < 0.975:  # over-long: answered line_too_long, discarded
-            return b'{"jsonrpc":"2.0","id":1,"x":"' + b"y" * MAX_LINE + b'"}', Expect(
-                None, frozenset({-32600})
-            )
+        if r < 0.975:  # over-long: answered line_too_long under its id, discarded
+            id_ = self.new_id()
+            if rng.random() < 0.5:  # the id first or last: read from the line's ends
+                line = b'{"jsonrpc":"2.0","id":' + _dump(id_) + b',"x":"' + b"y" * MAX_LINE
+                return line + b'"}', Expect(json.dumps(id_), frozenset({-32600}))
+            line = b'{"jsonrpc":"2.0","x":"' + b"y" * MAX_LINE + b'","id":' + _dump(id_) + b"}"
+            return line, Expect(json.dumps(id_), frozenset({-32600}))
         return rng.choice([b"", b"   ", b"\t"]), None  # blank: nothing to answer
 
     def malformed(self) -> bytes:

@@ -70,9 +70,12 @@ async def test_a_connection_opened_in_the_grace_period_is_answered_shutting_down
                     clients.start_soon(_late_unix, daemon, late)
                     clients.start_soon(_late_tcp, host, port, late)
         daemon.signal()  # a second SIGTERM ends the grace period at once
-        # The request held in flight is answered too, not cut off.
-        assert assert_error(await stuck.line(), -32006, 0)["data"]["reason"] == "shutting_down"
+        # The request held in flight is answered too, not cut off, with its own request
+        # id (that of its log lines).
+        aborted = assert_error(await stuck.line(), -32006, 0)["data"]
+        assert aborted["reason"] == "shutting_down"
     assert await daemon.wait() == 0
+    assert [e["request_id"] for e in daemon.events("request.aborted")] == [aborted["request_id"]]
     assert len(late) == 3 * LATE
     for reply in late:
         assert assert_error(reply, -32006)["data"]["reason"] == "shutting_down"

@@ -111,9 +111,10 @@ async def test_malformed_input_gets_errors_and_the_daemon_keeps_serving(start_da
         # Nesting deep enough to exhaust the parser's recursion is a parse error too.
         assert_error(await raw.ask(b"[" * 100_000 + b"]" * 100_000 + b"\n"), -32700, None)
         await assert_serving(raw)
-        # A huge line is the client's fault, answered once; the connection keeps serving.
+        # A huge line is the client's fault, answered once (under the id its start names);
+        # the connection keeps serving.
         huge = b'{"jsonrpc":"2.0","id":8,"method":"x","params":{"a":"' + b"x" * 400_000 + b'"}}\n'
-        err = assert_error(await raw.ask(huge), -32600, None)
+        err = assert_error(await raw.ask(huge), -32600, 8)
         assert err["data"]["reason"] == "line_too_long"
         await assert_serving(raw)
     assert await daemon.stop() == 0

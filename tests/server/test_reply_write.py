@@ -36,6 +36,9 @@ class _Owner:
     def admit_authenticated(self) -> bool:
         return True
 
+    def new_request_id(self) -> str:
+        return "r"
+
 
 async def _serve(take: int | None) -> tuple[list[bytes], list[bytes]]:
     """Serve one request; the socket takes ``take`` bytes at once (None: no such write).

@@ -46,6 +46,9 @@ class _Owner:
     def admit_authenticated(self) -> bool:
         return True
 
+    def new_request_id(self) -> str:
+        return "r"
+
 
 def _line(msg: Any) -> bytes:
     return json.dumps(msg).encode() + b"\n"
