@@ -422,6 +422,7 @@ def test_a_warm_start_tokenizes_only_the_chunks_of_changed_files(
         return tokenize(text)
 
     monkeypatch.setattr("providers.files._index.tokenize", counting)
+    monkeypatch.setattr("providers.files._paths.tokenize", counting)  # a chunk's path
     warm = FileIndex(CorpusOptions(root=root), cache_path=cache)
     warm.build()
     assert tokenized == []  # every chunk's terms came with it from the cache
