@@ -60,14 +60,25 @@ _CJK_RE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf9
 _CAMEL_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 #: The suffixes ``_stem`` takes off, each with the shortest word it is taken from.
 _SUFFIXES = (("ing", 6), ("ed", 5), ("es", 5), ("s", 4))
+#: The plural a ``y`` becomes (``retries``, ``policies``): ``_stem`` gives the ``y`` back.
+_IES, _IES_MIN = "ies", 5
+#: The shortest word whose final ``e`` ``_stem`` drops, after any suffix.
+_E_MIN = 4
 
 
 def _stem(word: str) -> str:
-    # A deliberately small normaliser (plural/-ing/-ed); applied to both sides alike.
+    # A deliberately small normaliser, applied to both sides alike: plural, -ing, -ed,
+    # then a final "e", so a verb's forms are one term ("generate", "generates",
+    # "generated", "generating": generat; "make", "makes", "making": mak), and "retries"
+    # is "retry". Snowball (Porter2) was measured instead and not taken: it also makes
+    # "running" "run", which cost the repository eval (docs/benchmarks.md).
+    if len(word) >= _IES_MIN and word.endswith(_IES):
+        return word[: -len(_IES)] + "y"
     for suffix, min_len in _SUFFIXES:
         if len(word) >= min_len and word.endswith(suffix) and not word.endswith("ss"):
-            return word[: -len(suffix)]
-    return word
+            word = word[: -len(suffix)]
+            break
+    return word[:-1] if len(word) >= _E_MIN and word.endswith("e") else word
 
 
 def _unicode_terms(word: str) -> list[str]:
@@ -127,9 +138,14 @@ def camel_parts(word: str) -> list[str]:
 def surface_forms(term: str) -> list[str]:
     """The lower-case words ``tokenize`` makes ``term`` of: the term itself, and the term
     with each suffix the stemmer takes off (``evict``: evict, evicting, evicted, evicts),
-    where it does take it off; never a stop word, which ``tokenize`` drops whole; a hex
-    identifier's terms as they are (``tokenize`` does not stem them)."""
-    candidates = [term, *(term + suffix for suffix, _ in _SUFFIXES)]
+    with the final ``e`` it drops (``generat``: generate, generates, generated, …), and a
+    ``y`` as its plural (``retry``: retries), where it does; never a stop word, which
+    ``tokenize`` drops whole; a hex identifier's terms as they are (``tokenize`` does not
+    stem them)."""
+    stems = (term, term + "e")
+    candidates = [*stems, *(s + suffix for s in stems for suffix, _ in _SUFFIXES)]
+    if term.endswith("y"):
+        candidates.append(term[:-1] + _IES)
     forms = [w for w in candidates if _stem(w) == term and w not in STOPWORDS]
     if term not in forms and _HEX_DIGITS_RE.fullmatch(term):
         forms.insert(0, term)  # a hex identifier or its first digits: never stemmed

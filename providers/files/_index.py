@@ -35,6 +35,8 @@ from .._corpus_cache import (
 )
 from .._frames import Packed, now_timestamp, pack, query_text, saturate
 from .._prior import DEFAULT_TEST_PRIOR, asks_about_tests, is_test_chunk, lower_tests
+from . import _paths
+from ._paths import path_terms
 from ._together import definition_runs, score_together
 
 __all__ = ["BM25_HALF_SCORE", "FileIndex", "Hit", "tokenize"]
@@ -44,9 +46,11 @@ __all__ = ["BM25_HALF_SCORE", "FileIndex", "Hit", "tokenize"]
 BM25_HALF_SCORE = 12.0
 
 #: What a chunk's cached terms were derived by (``ChunkTerms.tag``): the tokenizer's
-#: source (``tokenize`` and its stop words, ``hostd.chunking._terms``), so a changed
-#: tokenizer derives them anew.
-_TERMS_TAG = hashlib.sha256(Path(_terms.__file__).read_bytes()).hexdigest()[:32]
+#: source (``tokenize``, its stemmer and stop words, ``hostd.chunking._terms``) and the
+#: path's terms' (``_paths``), so a changed tokenizer or path rule derives them anew.
+_TERMS_TAG = hashlib.sha256(
+    Path(_terms.__file__).read_bytes() + b"\0" + Path(_paths.__file__).read_bytes()
+).hexdigest()[:32]
 
 #: What built a saved BM25 matrix (``SavedIndex.tag``): ``bm25s`` at its default
 #: parameters, which are its version's. A matrix another version built is built again.
@@ -401,9 +405,10 @@ class FileIndex:
 
     @staticmethod
     def _terms_of(chunk: Chunk) -> str:
-        # Prefix each chunk with its path so a file's name is searchable too. A term is a
-        # word's characters, never a space, so the string splits back into the terms.
-        return " ".join(tokenize(chunk.rel) + tokenize(chunk.text))
+        # Prefix each chunk with its path's terms so a file's name is searchable too (a
+        # well-known one by its words: ``_paths``). A term is a word's characters, never
+        # a space, so the string splits back into the terms.
+        return " ".join(path_terms(chunk.rel) + tokenize(chunk.text))
 
     def search(self, text: str, *, limit: int = 200, anchors: Sequence[str] = ()) -> list[Hit]:
         """Best first; ties broken by chunk id so equal inputs rank identically. With
