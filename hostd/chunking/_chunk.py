@@ -464,15 +464,23 @@ def _windows(
     A definition of ``outline`` that it would cut and that fits ``whole`` pieces (more
     than ``room``) and ``size`` lines is not cut (``_whole_definition``): the run before
     it ends just before it, and it is a run of its own, its doc comment and attributes
-    included."""
+    included. A run that starts inside a definition's doc comment (one too long to
+    share a run with its definition) ends just before the definition's header, so the
+    header opens a run with its body rather than ending one of comment lines."""
     pos = start
     while pos <= end:
         hi, total = pos, pieces[pos - 1]
         while hi < end and hi - pos + 1 < size and total + pieces[hi] <= room:
             total += pieces[hi]
             hi += 1
-        if hi < end and outline is not None and whole > room:
-            kept = _whole_definition(outline, lines, pieces, definitions, pos, hi, end, size, whole)
+        if hi < end and outline is not None:
+            kept = None
+            if whole > room:
+                kept = _whole_definition(
+                    outline, lines, pieces, definitions, pos, hi, end, size, whole
+                )
+            if kept is None:
+                kept = _before_header(outline, definitions, pos, hi, pieces)
             if kept is not None:
                 hi, total = kept
                 yield pos, hi, total
@@ -522,6 +530,22 @@ def _whole_definition(
             return d - 1, sum(pieces[pos - 1 : d - 1])
         return stop, sum(pieces[pos - 1 : stop])
     return None
+
+
+def _before_header(
+    outline: CodeOutline, definitions: Sequence[int], pos: int, hi: int, pieces: Sequence[int]
+) -> tuple[int, int] | None:
+    """Where the run ``pos..hi`` ends, and its pieces, when it starts inside the doc
+    comment of a definition whose header it holds: just before that header, so the
+    header opens the next run with its body rather than ending this one; else
+    ``None``."""
+    i = bisect.bisect_right(definitions, pos) - 1
+    if i < 0 or definitions[i] == pos:
+        return None
+    head = outline.header(definitions[i])
+    if head is None or not pos < head <= hi:
+        return None
+    return head - 1, sum(pieces[pos - 1 : head - 1])
 
 
 def _before_definition(definitions: Sequence[int], pos: int, hi: int) -> int | None:

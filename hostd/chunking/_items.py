@@ -21,6 +21,10 @@ names none, or moves a cut of code to a line that starts no definition
 (``code_outline``): a label or a cut's place goes wrong, never a chunk's bounds or
 bytes, which ``_chunk`` keeps whatever the scan found.
 
+Protocol Buffers are a family of braces (``message``, ``enum``, ``service``, ``oneof``,
+``extend``, ``rpc``). A YAML file's items are its top-level keys (``_yaml_outline``): a key
+at column 0 holds the lines up to the next one, whatever their indent.
+
 reStructuredText is read as code here (``code_outline``, ``defined_names``): its
 object directives (``.. confval:: html_sidebars``) are its definitions, found by
 ``_rst``.
@@ -33,6 +37,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ._rst import RST_SUFFIXES, directive_heads, rst_directives
+
+#: The suffixes of YAML files, whose top-level keys are their items (``_yaml_outline``).
+YAML_SUFFIXES = frozenset({".yaml", ".yml"})
 
 __all__ = [
     "ITEM_SEPARATOR",
@@ -69,6 +76,11 @@ _GO = re.compile(r"(?P<head>func\s+(?:\([^)]*\)\s*)?\w+|type\s+\w+)")
 #: Go at column 0: a ``var``, ``const`` or ``type`` block (``var (``: no one name, shown as
 #: ``var (…)``), or a ``var``/``const`` whose value spans lines (``var m = map[string]int{``).
 _GO_ASSIGNMENT = re.compile(r"(?P<head>(?:var|const|type)\s*\(|(?:var|const)\s+\w+)")
+#: Protocol Buffers: a message, enum, service, oneof or extend block (nested ones too) and
+#: an rpc, whether it ends with ``;`` or opens a body of options.
+_PROTO = re.compile(
+    r"(?P<head>(?:message|enum|service|oneof|extend)\s+[\w.]+(?=\s*\{)|rpc\s+\w+(?=\s*\())"
+)
 _JS = re.compile(
     r"(?:export\s+)?(?:default\s+)?(?:declare\s+)?(?:abstract\s+)?"
     r"(?P<head>(?:async\s+)?function\s*\*?\s*[\w$]+|class\s+[\w$]+|interface\s+[\w$]+"
@@ -173,6 +185,7 @@ _FAMILIES = {
     "js": _Family(_JS, _JS_MEMBER, braces=True, comment=_SLASH_COMMENT, top_level=_JS_TOP),
     "jvm": _Family(_JVM, _JVM_MEMBER, braces=True, comment=_SLASH_COMMENT),
     "c": _Family(_C, _C_FUNCTION, braces=True, comment=_C_COMMENT, c_like=True),
+    "proto": _Family(_PROTO, None, braces=True, comment=_SLASH_COMMENT),
 }
 #: reStructuredText's object directives, read as definitions (``_rst_outline``): only
 #: whether a body is braces matters (``CodeOutline.end``: a directive's body is its
@@ -187,6 +200,7 @@ _SUFFIXES = {
     **dict.fromkeys(
         (".c", ".h", ".cc", ".cpp", ".cxx", ".c++", ".hh", ".hpp", ".hxx", ".h++", ".ino"), "c"
     ),
+    ".proto": "proto",
 }
 #: A notebook's language (``Notebook.language``, lower-cased) as the suffix of a file of
 #: its code, so a code cell is read as that file would be (the Jupyter kernels' names).
@@ -269,10 +283,18 @@ class CodeOutline:
     #: Each start's header line (``starts``), the first one when two share a start.
     _heads: dict[int, int]
     _family: _Family
+    #: Each start's last line, when the scan knows it (YAML: up to the next top-level
+    #: key); ``None``: ``end`` reads it from the indents.
+    _ends: dict[int, int] | None = None
 
     def item(self, lines: Sequence[bytes], start: int) -> str | None:
         """The item of a chunk starting at ``start``, as ``code_items`` names it."""
         return self._items.get(_first_text(lines, start))
+
+    def header(self, start: int) -> int | None:
+        """The header line of the definition that starts at ``start`` (one of ``starts``:
+        below its comments and decorators), else ``None``."""
+        return self._heads.get(start)
 
     def end(self, lines: Sequence[bytes], start: int, most: int) -> int | None:
         """The last line of the definition that starts at ``start`` (one of ``starts``),
@@ -281,6 +303,9 @@ class CodeOutline:
         brace), else just before the first line (blank lines aside) under that indent,
         or at it that neither closes a bracket (``) -> int:``) nor, in a language of
         braces, carries the header on (``where``, a ``{`` of its own)."""
+        if self._ends is not None:
+            stop = self._ends.get(start)
+            return stop if stop is not None and stop < start + most else None
         head = self._heads.get(start)
         if head is None:
             return None
@@ -311,6 +336,8 @@ def code_outline(suffix: str, lines: Sequence[bytes]) -> CodeOutline | None:
     ``#define``), whether a body followed or not."""
     if suffix.lower() in RST_SUFFIXES:
         return _rst_outline(lines)
+    if suffix.lower() in YAML_SUFFIXES:
+        return _yaml_outline(lines)
     family = _FAMILIES.get(_SUFFIXES.get(suffix.lower(), ""))
     if family is None:
         return None
@@ -330,6 +357,66 @@ def _rst_outline(lines: Sequence[bytes]) -> CodeOutline:
     heads, held = rst_directives(lines)
     items = {number: _joined(found) for number, found in held.items()}
     return CodeOutline(tuple(sorted(heads)), items, heads, _RST_FAMILY)
+
+
+#: A key at the start of a YAML line: a plain word (``grpc_target``, ``x-api.v2``) or a
+#: quoted one, then ``:`` and a space or the line's end.
+_YAML_KEY = re.compile(
+    r"(?P<key>[A-Za-z0-9_$][\w.$/-]*|\"[^\"\n]*\"|'[^'\n]*')[ \t]*:(?:[ \t]|\r?$)"
+)
+#: A YAML document's start or end marker: no key's lines run past it.
+_YAML_DOCUMENT = re.compile(r"(?:---|\.\.\.)(?:[ \t]|\r?$)")
+_YAML_FAMILY = _Family(re.compile(r"[^\s\S]"), None, braces=False, comment=_HASH_COMMENT)
+
+
+def _yaml_outline(lines: Sequence[bytes]) -> CodeOutline:
+    """A YAML file's top-level keys as its items: a key at column 0 holds every line up
+    to the next one (a list written flush under it, ``- a``, included) or a document
+    marker (``---``); the comment lines right above a key start it, so a cut before the
+    key keeps them with it, and a line's item is the key it is under (``ledger``)."""
+    items: dict[int, str | None] = {}
+    heads: dict[int, int] = {}
+    ends: dict[int, int] = {}
+    current: str | None = None
+    opened: int | None = None  # the start of the top-level key open
+    last = 0  # the last line of text of the key open
+    comments: list[int] = []  # comment lines whose key the next line of text decides
+
+    def close() -> None:
+        if opened is not None:
+            ends[opened] = last
+
+    for number, raw in enumerate(lines, start=1):
+        line = raw.decode("utf-8", "replace")
+        text = line.strip()
+        if not text:
+            continue
+        indent = _indent(line)
+        if text.startswith("#"):
+            comments.append(number)
+            continue
+        key = _YAML_KEY.match(line) if indent == 0 else None
+        if indent == 0 and (key is not None or _YAML_DOCUMENT.match(line)):
+            close()
+            # The comments right above a key (no blank line between) are its own.
+            start = number
+            while comments and comments[-1] == start - 1 and lines[start - 2].strip():
+                start = comments.pop()
+            items.update(dict.fromkeys([*comments, *range(start, number + 1)]))
+            if key is None:  # a document marker: a top level of its own
+                current, opened = None, None
+            else:
+                current, opened = _cut(key.group("key")), start
+                heads[start] = number
+            comments.clear()
+            last = number
+            continue
+        items.update(dict.fromkeys([*comments, number], current))
+        comments.clear()
+        last = number
+    items.update(dict.fromkeys(comments, current))
+    close()
+    return CodeOutline(tuple(sorted(heads)), items, heads, _YAML_FAMILY, ends)
 
 
 def _joined(heads: Sequence[str]) -> str | None:
@@ -498,6 +585,7 @@ _CANDIDATES = {
     # A function's header at column 0; a type anywhere; a macro.
     "c": r"(?:[ \t]*#[ \t]*define\b|[A-Za-z_~]|[ \t]*(?:typedef|template|struct|union|enum"
     r"|class|namespace)\b)",
+    "proto": r"[ \t]*(?:message|enum|service|oneof|extend|rpc)\b",
 }
 _CANDIDATE_RES = {
     family: re.compile(f"^(?:{pattern})[^\n]*", re.MULTILINE)
@@ -549,9 +637,14 @@ def _opens_body(text: str, start: int) -> bool:
     return found is not None and found.group(0) == "{"
 
 
-def item_name(item: str) -> str | None:
+def item_name(item: str, suffix: str = "") -> str | None:
     """The name an item's innermost level defines (``impl Foo › fn build``: build);
-    ``None`` for one that names nothing whole (an ``impl``, a head cut short)."""
+    ``None`` for one that names nothing whole (an ``impl``, a head cut short), and for
+    an item of a file of ``suffix`` whose items define nothing: a YAML key is
+    configuration that many files repeat (``metadata``, ``spec``), not a definition a
+    question looks up."""
+    if suffix.lower() in YAML_SUFFIXES:
+        return None
     head = item.rsplit(ITEM_SEPARATOR, 1)[-1]
     if head.startswith("impl") or head.endswith(("…", _BLOCK_MARK)):
         return None

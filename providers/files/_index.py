@@ -395,7 +395,8 @@ class FileIndex:
                     scanned += 1
                 names_of[key] = names
             own = set(names)
-            if c.item is not None and (name := item_name(c.item)) is not None:
+            # A YAML key is an item but defines nothing (``item_name``).
+            if c.item is not None and (name := item_name(c.item, PurePosixPath(c.rel).suffix)):
                 own.add(name)
             for name in own:
                 defines.setdefault(name, []).append(i)
