@@ -6,8 +6,11 @@ child of the official MCP SDK's ``stdio_client`` and times, from the launch, the
 ``initialize`` reply and the first ``compose_context`` answer, as an MCP client sees
 them. The config has the bundled ``files`` provider over this checkout's ``docs/``
 (its index cached by a first, untimed run of each side), so the providers' start is
-the usual one: a spawn, a handshake answered at once, a build from the cache. Runs
-alternate between the two checkouts (ABBA), so both see the machine's same phases.
+the usual one: a spawn, a handshake answered at once, a build from the cache. Each
+``compose_context`` waits for the provider to be ready (``ready_wait_ms`` at its
+maximum): on a loaded machine a start slower than ``hostd mcp``'s default wait is
+timed as it is, not answered ``warming``. Runs alternate between the two checkouts
+(ABBA), so both see the machine's same phases.
 
 ``--connect``: each run is ``hostd --config CFG mcp --connect`` instead, both sides
 connecting to one ``hostd serve`` of this checkout, started (and its index built)
@@ -42,6 +45,8 @@ from mcp.client.stdio import stdio_client
 
 ROOT = Path(__file__).resolve().parent.parent
 GOAL = "how does hostd mcp report a provider that is still warming up"
+#: How long a ``compose_context`` waits for a provider still starting (the most it takes).
+READY_WAIT_MS = 600_000
 
 
 def _config(workdir: Path, checkout: Path) -> Path:
@@ -75,7 +80,10 @@ async def _run(checkout: Path, config: Path, *, connect: bool = False) -> dict[s
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         initialized = time.perf_counter()
-        result = await session.call_tool("compose_context", {"goal": GOAL})
+        # The files provider's start is waited for, however long it takes (a hang guard,
+        # the tool's maximum): a slow machine then times a slow start, not a ``warming``.
+        arguments = {"goal": GOAL, "ready_wait_ms": READY_WAIT_MS}
+        result = await session.call_tool("compose_context", arguments)
         composed = time.perf_counter()
     assert not result.is_error, result
     return {

@@ -171,11 +171,21 @@ def test_a_test_prior_outside_its_range_is_refused(
 _REASON = semantic_unavailable()
 
 
+#: Each provider's wait for its model and first answer: a hang guard.
+_MODEL_GUARD_S = 400
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(_REASON is not None, reason=f"semantic extra: {_REASON}")
 @pytest.mark.anyio
+@pytest.mark.timeout(2 * _MODEL_GUARD_S + 60)  # two providers, each loading the model
 async def test_the_test_prior_is_set_on_the_command_line(tmp_path: Path) -> None:
     # The packaged model, as a user runs it: it too finds the test nearer the question.
+    # Two provider processes, each importing torch and loading the model: about ten
+    # seconds of CPU each, so a minute or more of wall time with both cores busy. One
+    # torch thread: with one per core, its spinning pool fights the suite's other
+    # workers and each embedding takes ten times the CPU (a build of two chunks ran
+    # 100 s that way).
     root = _tree(tmp_path / "tree")
     query = {"query": {"goal": HOW, "max_frames": 5, "max_tokens": 2000}}
     leads: dict[str, str] = {}
@@ -183,8 +193,8 @@ async def test_the_test_prior_is_set_on_the_command_line(tmp_path: Path) -> None
         option = [] if prior == "default" else ["--test-prior", prior]
         cache = tmp_path / "c.db"
         args = ["-m", "providers.semantic", "--root", str(root), "--cache", str(cache), *option]
-        async with StdioPeer(args) as peer:
+        async with StdioPeer(args, env={"OMP_NUM_THREADS": "1"}) as peer:
             await peer.handshake()
-            result = await peer.call("context/query", query, within_s=110)
+            result = await peer.call("context/query", query, within_s=_MODEL_GUARD_S)
             leads[prior] = result["frames"][0]["citation_label"].split(" ")[0]
     assert leads == {"default": IMPL, "1": TEST}

@@ -15,6 +15,8 @@ from providers.semantic import semantic_unavailable
 from ._stdio import REPO, child_env
 
 GOAL = "why does the retry loop give up"
+#: Each provider's start deadline, and each request's wait for its warm-up: hang guards.
+START_GUARD_S = 600
 
 
 def _toml_list(words: list[str]) -> str:
@@ -44,9 +46,12 @@ def _config(tmp_path: Path, with_semantic: bool) -> Path:
         f'trusted_roots = ["{tree}"]\n\n[log]\nfile = "{tmp_path / "hostd.log"}"\n'
     )
     for pid, command, timeout in providers:
+        # start_timeout_s: a hang guard. A request waits for a warming provider no longer
+        # than its start deadline (30 s unless set), and semantic's model load alone
+        # takes longer than that with both cores busy.
         text += (
             f'\n[[provider]]\nid = "{pid}"\ncommand = {_toml_list(command)}\n'
-            f'timeout_ms = {timeout}\ncwd = "{REPO}"\n'
+            f'timeout_ms = {timeout}\nstart_timeout_s = {START_GUARD_S}\ncwd = "{REPO}"\n'
         )
     path = tmp_path / "hostd.toml"
     path.write_text(text)
@@ -75,12 +80,21 @@ def test_demo_config_names_the_three_providers() -> None:
     ],
     ids=["files+memory", "files+memory+semantic"],
 )
+@pytest.mark.timeout(START_GUARD_S + 60)
 def test_providers_compose_through_the_daemon(tmp_path: Path, with_semantic: bool) -> None:
     config = _config(tmp_path, with_semantic)
     expected = {"files", "memory"} | ({"semantic"} if with_semantic else set())
     with Client.spawn(config, env=child_env(), cwd=REPO) as client:
         for strategy in ("score", "rrf"):
-            composed = client.compose(GOAL, budget=2000, strategy=strategy, timeout_ms=100_000)
+            # Each leg waits for its provider's ready (semantic's model loaded), however
+            # long that takes: every leg ``ok`` is then what is tested, not the load's speed.
+            composed = client.compose(
+                GOAL,
+                budget=2000,
+                strategy=strategy,
+                timeout_ms=100_000,
+                ready_wait_ms=START_GUARD_S * 1000,
+            )
             legs = {r.provider_id: r.status for r in composed.providers}
             assert legs == dict.fromkeys(expected, "ok"), composed.providers
             included = composed.audit.included()
