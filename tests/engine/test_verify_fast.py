@@ -80,22 +80,28 @@ def _honest() -> ContextFrame:
     )
 
 
-_inlines = st.sampled_from(
-    [
-        InlineCheck(InlineOutcome.CHECKED, D_A, D_A),
-        quick_inline_check(_honest()),  # the shared value, without the digests
-        InlineCheck(InlineOutcome.MISMATCH, D_A, D_B),
-        InlineCheck(InlineOutcome.ABSENT),
-        InlineCheck(InlineOutcome.NO_CONTENT),
-        InlineCheck(InlineOutcome.NO_CONTENT, declared=D_A),
-    ]
-)
-_reasons = st.sampled_from([None, *(u.value for u in Unverifiable)])
+_INLINES = [
+    InlineCheck(InlineOutcome.CHECKED, D_A, D_A),
+    quick_inline_check(_honest()),  # the shared value, without the digests
+    InlineCheck(InlineOutcome.MISMATCH, D_A, D_B),
+    InlineCheck(InlineOutcome.ABSENT),
+    InlineCheck(InlineOutcome.NO_CONTENT),
+    InlineCheck(InlineOutcome.NO_CONTENT, declared=D_A),
+]
+_inlines = st.sampled_from(_INLINES)
+_REASONS = [None, *(u.value for u in Unverifiable)]
+_STATES: list[dict[str, Any]] = [{}, {"uri": "file:///x"}, {"uri": "file:///x", "expected": D_A}]
+# Every source check the strategies draw from: a finite set, so the properties over
+# it alone are checked exhaustively.
+_SOURCES: list[SourceCheck | None] = [
+    None,
+    *(SourceCheck(o, r, dict(f)) for o in SourceOutcome for r in _REASONS for f in _STATES),
+]
 _sources = st.none() | st.builds(
     SourceCheck,
     st.sampled_from(list(SourceOutcome)),
-    _reasons,
-    st.sampled_from([{}, {"uri": "file:///x"}, {"uri": "file:///x", "expected": D_A}]),
+    st.sampled_from(_REASONS),
+    st.sampled_from(_STATES),
 )
 
 
@@ -114,7 +120,10 @@ def test_quick_inline_check_decides_as_check_inline_digest(
     )
 
 
-@settings(max_examples=300, deadline=None)
+# Each example checks up to 24 frames through one memo (about 1,500 checks in all,
+# bounds 1-4 entries and 0-8 characters each met many times); Hypothesis's generation
+# of the frames is most of the cost.
+@settings(max_examples=150, deadline=None)
 @given(st.lists(frames(), max_size=12), st.integers(1, 4), st.integers(0, 8))
 def test_inline_memo_checks_as_quick_inline_check(
     batch: list[ContextFrame], max_entries: int, max_chars: int
@@ -137,23 +146,25 @@ def test_inline_memo_remembers_honest_contents_only() -> None:
     assert memo.check(lying) == quick_inline_check(lying)
 
 
-@settings(max_examples=500, deadline=None)
-@given(_inlines, _sources, st.booleans(), st.sampled_from(["exclude", "include"]))
-def test_settled_state_is_decide_frames_state(
-    inline: InlineCheck, source: SourceCheck | None, reused: bool, untrusted: str
-) -> None:
-    got = settled_state(inline, source, reused)
-    if got is None:
-        return  # decide_frame decides
-    d = decide_frame(inline, source, reused=reused, untrusted=untrusted)
-    assert d.excluded is None and not d.rubber_stamp
-    assert dict(got) == d.state
+def test_settled_state_is_decide_frames_state() -> None:
+    # Every inline check, source check, reuse and untrusted policy: a finite space.
+    for inline in _INLINES:
+        for source in _SOURCES:
+            for reused in (False, True):
+                for untrusted in ("exclude", "include"):
+                    got = settled_state(inline, source, reused)
+                    if got is None:
+                        continue  # decide_frame decides
+                    d = decide_frame(inline, source, reused=reused, untrusted=untrusted)
+                    assert d.excluded is None and not d.rubber_stamp
+                    assert dict(got) == d.state
 
 
-@settings(max_examples=200, deadline=None)
-@given(_inlines, st.booleans())
-def test_sourceless_states_are_settled_states(inline: InlineCheck, reused: bool) -> None:
-    assert sourceless_states(reused).get(inline.outcome) == settled_state(inline, None, reused)
+def test_sourceless_states_are_settled_states() -> None:
+    for inline in _INLINES:
+        for reused in (False, True):
+            got = sourceless_states(reused).get(inline.outcome)
+            assert got == settled_state(inline, None, reused)
 
 
 def test_settled_state_covers_the_common_frames() -> None:
@@ -214,7 +225,9 @@ def _plain(result: Any) -> dict[str, Any]:
     }
 
 
-@settings(max_examples=300, deadline=None)
+# Each turn holds up to 16 frames, held and fresh, FrameIds repeating: 150 turns
+# merge over a thousand frames each way; generating them is most of the cost.
+@settings(max_examples=150, deadline=None)
 @given(turns(), st.sampled_from(["exclude", "include"]), st.sampled_from([{}, {"q": "include"}]))
 def test_merge_with_shared_states_is_merge_deciding_every_frame(
     checked: Checked, untrusted: str, untrusted_for: dict[str, str]

@@ -70,8 +70,10 @@ def stamps(draw: st.DrawFn) -> str:
     return "".join(chars)
 
 
+# Hypothesis draws the edits, scripts and random text; each example's cost is mostly
+# its own generation, so the bounds themselves are swept exhaustively below.
 @pytest.mark.slow
-@settings(max_examples=3000)
+@settings(max_examples=1000)
 @given(st.one_of(stamps(), st.text(max_size=30)))
 @example("2024-02-29T23:59:59Z")
 @example("2023-02-29T00:00:00Z")
@@ -86,6 +88,40 @@ def test_the_cheap_check_accepts_and_rejects_exactly_as_the_parse(value: str) ->
     assert is_timestamp(value) is expected
     assert (parse_timestamp(value) is not None) is expected
     assert (check_timestamp(value, "at") == []) is expected
+
+
+_YEARS = [0, 1, 4, 100, 1900, 2000, 2023, 2024, 2100, 2400, 9999]
+_FRACTIONS = ["", ".", ".0", ".5", ".123456789", ".000000000001"]
+
+
+def test_every_field_at_and_around_its_bounds_decides_as_the_parse() -> None:
+    """Every date the stamps above draw (year, month 0-13, day at and past month ends)
+    in each digit script, each fraction in each script, and every time at and past its
+    bounds (hour 0-24, minute 0-60, second 0-61) in each fraction, each checked as the
+    parse decides it."""
+    scripts = (None, *NATIVE)
+    values = [
+        _in_script(f"{y:04d}-{mo:02d}-{d:02d}T12:30:30Z", zero)
+        for y in _YEARS
+        for mo in range(14)
+        for d in (0, 1, 28, 29, 30, 31, 32)
+        for zero in scripts
+    ]
+    values += [
+        _in_script(f"2023-02-28T12:30:30{frac}Z", zero) for frac in _FRACTIONS for zero in scripts
+    ]
+    values += [
+        f"2024-02-29T{h:02d}:{mi:02d}:{sec:02d}{frac}Z"
+        for h in range(25)
+        for mi in (0, 1, 59, 60)
+        for sec in (0, 1, 59, 60, 61)
+        for frac in _FRACTIONS
+    ]
+    for value in values:
+        expected = _reference(value)
+        assert is_timestamp(value) is expected, value
+        assert (parse_timestamp(value) is not None) is expected, value
+        assert (check_timestamp(value, "at") == []) is expected, value
 
 
 @settings(max_examples=300)
