@@ -57,6 +57,13 @@ def pytest_configure(config: pytest.Config) -> None:
         (run / name).mkdir(mode=0o700)
         os.environ[var] = str(run / name)
     os.environ.pop("HOSTD_CONFIG", None)
+    # The workers share two cores: torch (the semantic provider, the rerank models) and
+    # numpy's BLAS would each start one thread per core in every process and contend
+    # with the other workers' (a model's load or a batch's encoding then took ten times
+    # its CPU). One thread each, unless the run says otherwise; providers inherit it
+    # (the daemon passes the thread counts on).
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(var, "1")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

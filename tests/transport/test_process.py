@@ -49,6 +49,13 @@ def test_scrubbed_env_keeps_where_the_toolchains_live() -> None:
     assert scrubbed_env(source={**homes, "CARGO_REGISTRY_TOKEN": "x"}) == homes
 
 
+def test_scrubbed_env_keeps_the_numeric_libraries_thread_counts() -> None:
+    # A daemon limited to one core's worth of threads has its semantic provider's
+    # torch follow, not start one thread per core of the machine.
+    counts = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "2", "OPENBLAS_NUM_THREADS": "1"}
+    assert scrubbed_env(source={**counts, "OMP_SECRET": "x"}) == counts
+
+
 def test_config_md_names_the_toolchain_homes_it_passes_on() -> None:
     env_row = next(
         line

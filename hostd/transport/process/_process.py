@@ -81,6 +81,12 @@ ENV_ALLOW_LIST: tuple[str, ...] = (
     "GOCACHE",
     "JAVA_HOME",
     "NODE_PATH",
+    # How many threads a provider's numeric libraries start (torch, numpy's BLAS): a
+    # daemon confined to fewer cores than the machine has (a container, a shared host)
+    # has its model-running providers follow, instead of each starting one per core.
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
 )
 
 
