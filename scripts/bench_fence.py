@@ -32,7 +32,11 @@ from _bench_checkout import checkout as _checkout  # noqa: E402 - after the path
 
 sys.path.insert(0, str(_checkout()))
 
-from hostd.compose import EVIDENCE_PREAMBLE, compose_for_prompt  # noqa: E402 - after the path set-up
+from hostd.compose import (  # noqa: E402 - after the path set-up
+    EVIDENCE_PREAMBLE,
+    compose_for_prompt,
+    render_frame,
+)
 from hostd.protocol import ContextFrame, ContextQuery  # noqa: E402
 from providers._corpus import CorpusOptions  # noqa: E402
 from providers.files._index import FileIndex  # noqa: E402
@@ -74,21 +78,35 @@ def _fence_figures(prompt: str) -> tuple[int, int, int]:
     return len(opened), sum(len(ln.encode()) + 1 for ln in opened), len(prompt.encode())
 
 
+def _closing_bytes(frame: ContextFrame) -> int:
+    """What the renderer writes in a block besides its opening line and the content it
+    shows: the block of ``frame`` with no content, less its opening line (the newline
+    before ``</frame>`` and that closing line)."""
+    block = render_frame("files", frame.model_copy(update={"content": ""}))
+    return len(block.encode()) - len(block.split("\n", 1)[0].encode()) - 1
+
+
 def measure(corpus: Path, goals: list[str], budget: int) -> dict[str, object]:
     index = FileIndex(CorpusOptions(root=corpus), cache_path=None)
     index.build()
     rows = []
+    closing = 0
     for goal in goals:
         query = ContextQuery(goal=goal, max_frames=64, max_tokens=budget)
         result = index.answer(query).to_result()
         frames = [("files", ContextFrame.model_validate(f)) for f in result.frames]
+        if frames:
+            closing = _closing_bytes(frames[0][1])
         out = compose_for_prompt(frames, budget)
         fences, header_bytes, prompt_bytes = _fence_figures(out.prompt)
         rows.append((fences, header_bytes, prompt_bytes))
     fences = sum(r[0] for r in rows)
     headers = sum(r[1] for r in rows)
     prompts = sum(r[2] for r in rows)
-    content = prompts - headers - fences * len("</frame>\n") - len(rows) * len(EVIDENCE_PREAMBLE)
+    # The bytes of evidence the blocks show: the prompt less its preamble (an empty
+    # prompt has none), the opening lines, and what the renderer closes each block with.
+    preambles = sum(1 for r in rows if r[2]) * len(EVIDENCE_PREAMBLE.encode())
+    content = prompts - headers - fences * closing - preambles
     return {
         "goals": len(rows),
         "frames_per_prompt": round(fences / len(rows), 2),

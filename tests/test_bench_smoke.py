@@ -185,21 +185,23 @@ def test_bench_providers_on_a_tiny_tree(tmp_path: Path) -> None:
 @pytest.mark.timeout(450)
 def test_bench_fence_on_a_tiny_corpus(tmp_path: Path) -> None:
     """Each part's index is built and its goal composed into a prompt with fence lines."""
-    (tmp_path / "docs").mkdir()
-    (tmp_path / "docs" / "budget.md").write_text(
-        "# Budget\n\nThe budget counts the fenced blocks of the prompt.\n", encoding="utf-8"
-    )
-    (tmp_path / "hostd").mkdir()
-    (tmp_path / "hostd" / "render.py").write_text(
-        "def render_fence(frame):\n    # render a frame inside a fence, escape its attributes\n"
-        "    return frame\n",
-        encoding="utf-8",
-    )
+    texts = {
+        "docs": "# Budget\n\nThe budget counts the fenced blocks of the prompt.\n",
+        "hostd": "def render_fence(frame):\n    # render a frame inside a fence, escape its "
+        "attributes\n    return frame\n",
+    }
+    for part, name in (("docs", "budget.md"), ("hostd", "render.py")):
+        (tmp_path / part).mkdir()
+        (tmp_path / part / name).write_text(texts[part], encoding="utf-8")
     args, keys = RUNS["bench_fence"]
     out = _run("bench_fence", [*args, "--corpus", str(tmp_path)])
     assert keys <= set(out), sorted(out)
     for part in ("docs", "hostd"):
         assert out[part]["goals"] == 1 and out[part]["bytes_per_fence_line"], out[part]
+        # Each file is one chunk, shown whole but for its last newline: the fence writes
+        # the one before ``</frame>``, which is no content.
+        assert out[part]["frames_per_prompt"] == 1, out[part]
+        assert out[part]["content_bytes_mean"] == len(texts[part]) - 1, out[part]
 
 
 @pytest.mark.timeout(450)

@@ -23,7 +23,9 @@ bytes, which ``_chunk`` keeps whatever the scan found.
 
 Protocol Buffers are a family of braces (``message``, ``enum``, ``service``, ``oneof``,
 ``extend``, ``rpc``). A YAML file's items are its top-level keys (``_yaml_outline``): a key
-at column 0 holds the lines up to the next one, whatever their indent.
+at column 0 holds the lines up to the next one, whatever their indent. An SQL file's items
+are its ``CREATE`` and ``ALTER TABLE`` statements (``_sql_outline``), each up to the ``;``
+that ends it.
 
 reStructuredText is read as code here (``code_outline``, ``defined_names``): its
 object directives (``.. confval:: html_sidebars``) are its definitions, found by
@@ -40,6 +42,9 @@ from ._rst import RST_SUFFIXES, directive_heads, rst_directives
 
 #: The suffixes of YAML files, whose top-level keys are their items (``_yaml_outline``).
 YAML_SUFFIXES = frozenset({".yaml", ".yml"})
+#: The suffix of SQL files, whose ``CREATE`` and ``ALTER TABLE`` statements are their
+#: items (``_sql_outline``).
+SQL_SUFFIXES = frozenset({".sql"})
 
 __all__ = [
     "ITEM_SEPARATOR",
@@ -338,6 +343,8 @@ def code_outline(suffix: str, lines: Sequence[bytes]) -> CodeOutline | None:
         return _rst_outline(lines)
     if suffix.lower() in YAML_SUFFIXES:
         return _yaml_outline(lines)
+    if suffix.lower() in SQL_SUFFIXES:
+        return _sql_outline(lines)
     family = _FAMILIES.get(_SUFFIXES.get(suffix.lower(), ""))
     if family is None:
         return None
@@ -417,6 +424,140 @@ def _yaml_outline(lines: Sequence[bytes]) -> CodeOutline:
     items.update(dict.fromkeys(comments, current))
     close()
     return CodeOutline(tuple(sorted(heads)), items, heads, _YAML_FAMILY, ends)
+
+
+#: An SQL object's name: plain, quoted (``"Refunds"``, a backquoted or bracketed one)
+#: and schema-qualified (``billing.refunds``).
+_SQL_NAME = r"(?:\"[^\"\n]+\"|`[^`\n]+`|\[[^\]\n]+\]|[A-Za-z_][\w$]*)"
+#: A statement that defines an object (``CREATE [OR REPLACE] TABLE refunds (``), or
+#: alters a table, at the start of a line: its kind and its name, any case. A
+#: ``CREATE INDEX ON t`` names none and is no item.
+_SQL_HEADER = re.compile(
+    r"[ \t]*(?:(?P<create>create)\s+(?:or\s+replace\s+)?"
+    r"(?:(?:global|local)\s+)?(?:(?:temp|temporary|unlogged|unique|recursive)\s+)?"
+    r"(?P<kind>table|materialized\s+view|view|index|function|procedure|trigger|type|sequence)"
+    r"|(?P<alter>alter\s+table))"
+    r"\s+(?:concurrently\s+)?(?:if\s+(?:not\s+)?exists\s+)?(?:only\s+)?"
+    rf"(?!on\b)(?P<name>{_SQL_NAME}(?:\s*\.\s*{_SQL_NAME})*)",
+    re.IGNORECASE,
+)
+#: What a statement's end is read past: a string, a quoted name, a comment, a dollar-
+#: quoted body (``$$ … $$``, ``$body$ … $body$``), and the words that open and close a
+#: block (``BEGIN … END``, ``CASE … END``), in whose body a ``;`` ends no statement.
+_SQL_TOKEN = re.compile(
+    r"'(?:[^']|'')*'?|\"[^\"]*\"?|--.*|/\*|\$(?:[A-Za-z_]\w*)?\$|;"
+    r"|\b(?:begin(?!\s*;|\s+(?:transaction|work|tran|deferred|immediate|exclusive)\b)|case|end(?:\s+(?:if|loop|while|case|repeat|for)\b)?)\b",
+    re.IGNORECASE,
+)
+_SQL_FAMILY = _Family(re.compile(r"[^\s\S]"), None, braces=False, comment=re.compile(r"--|/\*"))
+
+
+def _sql_head(found: re.Match[str]) -> str:
+    """An SQL header's item: its kind, lower-cased, and its name (``table refunds``,
+    ``alter table refunds``)."""
+    kind = found.group("kind") or found.group("alter")
+    name = re.sub(r"\s*\.\s*", ".", found.group("name"))
+    return _cut(f"{' '.join(kind.lower().split())} {name}")
+
+
+@dataclass(slots=True)
+class _SqlState:
+    """Where a scan of SQL is within a statement's text (``_sql_outline``)."""
+
+    block_comment: bool = False
+    dollar: str | None = None  # the tag of a dollar-quoted body open
+    depth: int = 0  # ``BEGIN``/``CASE`` blocks open
+
+    def ends(self, line: str) -> bool:
+        """Read one line; whether a ``;`` ends the statement on it."""
+        pos = 0
+        while pos < len(line):
+            if self.block_comment:
+                close = line.find("*/", pos)
+                if close < 0:
+                    return False
+                self.block_comment, pos = False, close + 2
+                continue
+            if self.dollar is not None:
+                close = line.find(self.dollar, pos)
+                if close < 0:
+                    return False
+                pos, self.dollar = close + len(self.dollar), None
+                continue
+            token = _SQL_TOKEN.search(line, pos)
+            if token is None:
+                return False
+            text, pos = token.group(0), token.end()
+            word = text.lower()
+            if word == "/*":
+                self.block_comment = True
+            elif word.startswith("$"):
+                self.dollar = text
+            elif word == ";" and self.depth == 0:
+                return True
+            elif word in ("begin", "case"):
+                self.depth += 1
+            elif word == "end":
+                self.depth = max(self.depth - 1, 0)
+        return False
+
+
+def _sql_outline(lines: Sequence[bytes]) -> CodeOutline:
+    """An SQL file's statements that define an object or alter a table as its items
+    (``_SQL_HEADER``): each holds its lines up to the one whose ``;`` ends it (one in a
+    string, a comment, a dollar-quoted body or a ``BEGIN … END`` block ends nothing),
+    or up to the next such statement when it has no ``;`` (T-SQL's ``GO``); the
+    comment lines right above it start it, and a line's item is the statement it is in
+    (``table refunds``). The lines between statements (an ``INSERT``, a ``BEGIN;``) are
+    at top level."""
+    items: dict[int, str | None] = {}
+    heads: dict[int, int] = {}
+    ends: dict[int, int] = {}
+    current: str | None = None
+    opened: int | None = None  # the start of the statement open
+    state = _SqlState()
+    last = 0  # the last line of text of the statement open
+    comments: list[int] = []  # comment lines right above the next line of code
+
+    for number, raw in enumerate(lines, start=1):
+        line = raw.decode("utf-8", "replace")
+        text = line.strip()
+        if not text:
+            continue
+        quiet = state.dollar is None and not state.block_comment
+        if quiet and text.startswith("--"):
+            if current is None:
+                comments.append(number)
+            else:
+                items[number] = current
+            continue
+        header = _SQL_HEADER.match(line) if quiet and state.depth == 0 else None
+        if header is not None:
+            if opened is not None:  # the one before had no ``;``
+                ends[opened] = last
+            start = number
+            while comments and comments[-1] == start - 1:
+                start = comments.pop()
+            items.update(dict.fromkeys([*comments, *range(start, number + 1)]))
+            comments.clear()
+            current, opened, state = _sql_head(header), start, _SqlState()
+            heads[start] = number
+            last = number
+            if state.ends(line):  # a statement on one line
+                ends[start], current, opened = number, None, None
+            continue
+        items.update(dict.fromkeys([*comments, number], current))
+        comments.clear()
+        if opened is not None:
+            last = number
+            if state.ends(line):
+                ends[opened], current, opened = number, None, None
+        elif text.upper() != "GO":
+            state.ends(line)  # a string or a body over several lines is no header
+    items.update(dict.fromkeys(comments, current))
+    if opened is not None:
+        ends[opened] = last
+    return CodeOutline(tuple(sorted(heads)), items, heads, _SQL_FAMILY, ends)
 
 
 def _joined(heads: Sequence[str]) -> str | None:
@@ -601,10 +742,18 @@ def defined_names(suffix: str, text: str) -> list[str]:
     guessed by its indent (C: a function at column 0; JavaScript, Java: a method
     indented), and a function counts only when its body opens (``{`` before ``;``), so
     a prototype, a declaration or a call names none. In reStructuredText, the names
-    its object directives describe (``.. confval:: html_sidebars``: html_sidebars).
+    its object directives describe (``.. confval:: html_sidebars``: html_sidebars); in
+    SQL, the objects its ``CREATE`` statements make (``CREATE TABLE refunds``: refunds).
     Empty for a language not known."""
     if suffix.lower() in RST_SUFFIXES:
         return [name for head in directive_heads(text) if (name := item_name(head))]
+    if suffix.lower() in SQL_SUFFIXES:
+        return [
+            name
+            for found in _SQL_HEADER.finditer(text)
+            if found.group("create") and (found.start() == 0 or text[found.start() - 1] == "\n")
+            if (name := item_name(_sql_head(found)))
+        ]
     language = _SUFFIXES.get(suffix.lower(), "")
     family = _FAMILIES.get(language)
     if family is None:
@@ -642,8 +791,11 @@ def item_name(item: str, suffix: str = "") -> str | None:
     ``None`` for one that names nothing whole (an ``impl``, a head cut short), and for
     an item of a file of ``suffix`` whose items define nothing: a YAML key is
     configuration that many files repeat (``metadata``, ``spec``), not a definition a
-    question looks up."""
+    question looks up; nor does an SQL ``ALTER TABLE``, which changes a table defined
+    elsewhere."""
     if suffix.lower() in YAML_SUFFIXES:
+        return None
+    if suffix.lower() in SQL_SUFFIXES and item.startswith("alter "):
         return None
     head = item.rsplit(ITEM_SEPARATOR, 1)[-1]
     if head.startswith("impl") or head.endswith(("…", _BLOCK_MARK)):

@@ -3,14 +3,18 @@
 A ``file`` frame is a place (a ``uri`` and a ``range``): the same bytes served twice
 share a digest, the same region is one by its ``uri`` and ``range``, and overlapping
 regions are span merging's. A text served without one (an MCP tool's answer, such as
-a ``read_text_file`` of ``docs/runbook.md``) is cut by its content alone, so the same
-lines arrive under another digest (a piece ends at its last line of text where the
-``files`` chunk keeps the blank line after it) or as pieces of one ``files`` chunk,
-and neither rule sees them. Two rules do, only between frames of *different
-providers*, *one with* ``file`` *provenance and one without*: the placeless text is
-then that file's lines, and what stands for both carries the place. Two texts
-without a place prove nothing of each other (two answers may share a line such
-as ``}`` or ``No results``), and two places are compared by their ranges:
+a ``read_text_file`` of ``docs/runbook.md``) is cut by its content alone. A piece
+whose lines are a ``files`` chunk's has its bytes and digest (both end at their last
+line of text), and dedup merges the two as any; but its cuts need not be the chunk's
+(its title, a tool's name, takes other room than the file's path, and a tool may
+return part of a file or add a line of its own), so the same lines arrive as pieces
+of one ``files`` chunk, as a piece that holds a chunk's lines and more, or with other
+line endings under another digest, and no digest ties them. Two rules do, only
+between frames of *different providers*, *one with* ``file`` *provenance and one
+without*: the placeless text is then that file's lines, and what stands for both
+carries the place. Two texts without a place prove nothing of each other (two
+answers may share a line such as ``}`` or ``No results``), and two places are
+compared by their ranges:
 
 - **equal text** (``text_links``): frames whose ``normal_text`` is equal are the same
   evidence (D2): dedup groups them with the others, the best survives and carries

@@ -1,7 +1,8 @@
-"""Protocol Buffers and YAML are cut as a reader looks them up: a ``.proto`` message,
-enum, service or rpc is an item as a function is, and a YAML file's top-level key
-holds its block; a definition whose doc comment is too long to share a chunk with it
-opens a chunk at its header."""
+"""Protocol Buffers, YAML and SQL are cut as a reader looks them up: a ``.proto``
+message, enum, service or rpc is an item as a function is, a YAML file's top-level key
+holds its block, and an SQL ``CREATE TABLE`` holds its lines up to its ``;``; a
+definition whose doc comment is too long to share a chunk with it opens a chunk at its
+header."""
 
 from __future__ import annotations
 
@@ -247,3 +248,183 @@ def test_a_go_function_under_a_long_doc_comment_opens_a_chunk_at_its_header() ->
     assert _GO.splitlines()[header - 1].startswith("func DefaultBackoff(")
     (holding,) = [(a, b) for a, b, _ in cut if a <= header <= b]
     assert holding == (header, len(_GO.splitlines()))
+
+
+#: A payments service's ``db/schema.sql``: tables under their comments (one small, one
+#: whose comment and lines fill more than a chunk, one far longer than a chunk), a
+#: ``;`` inside a string and a dollar-quoted function body, a trigger, a materialized
+#: view and an ``ALTER TABLE``, between statements that define nothing.
+_SCHEMA = (
+    """\
+-- Payments schema: the tables the payments service reads and writes.
+BEGIN;
+
+CREATE EXTENSION IF NOT EXISTS pgcrypto;
+
+-- A customer's payment: one row per charge attempt, whatever its outcome.
+CREATE TABLE payments (
+    id              uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    customer_id     uuid NOT NULL,
+    amount_cents    bigint NOT NULL CHECK (amount_cents > 0),
+    currency        char(3) NOT NULL,
+    status          text NOT NULL DEFAULT 'pending',
+    created_at      timestamptz NOT NULL DEFAULT now()
+);
+
+-- A refund of part or all of a payment; the sum of a payment's refunds never
+-- exceeds its amount (refunds_within_amount).
+CREATE TABLE IF NOT EXISTS billing.refunds (
+    id              uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    payment_id      uuid NOT NULL REFERENCES payments (id) ON DELETE CASCADE,
+    amount_cents    bigint NOT NULL CHECK (amount_cents > 0),
+    reason          text NOT NULL DEFAULT 'requested_by_customer',
+    -- 'pending', 'succeeded' or 'failed'; a failed refund may be retried.
+    status          text NOT NULL DEFAULT 'pending',
+    idempotency_key text NOT NULL UNIQUE,
+    created_at      timestamptz NOT NULL DEFAULT now(),
+    settled_at      timestamptz,
+    note            text CHECK (CASE WHEN status = 'failed' THEN note IS NOT NULL ELSE true END)
+);
+
+create unique index refunds_by_payment on billing.refunds (payment_id, created_at);
+
+CREATE OR REPLACE FUNCTION refunds_within_amount() RETURNS trigger AS $$
+BEGIN
+    IF (SELECT sum(amount_cents) FROM billing.refunds WHERE payment_id = NEW.payment_id)
+        > (SELECT amount_cents FROM payments WHERE id = NEW.payment_id) THEN
+        RAISE EXCEPTION 'refunds exceed the payment; see CREATE TABLE payments;';
+    END IF;
+    RETURN NEW;
+END;
+$$ LANGUAGE plpgsql;
+
+CREATE TRIGGER refunds_within_amount
+    AFTER INSERT OR UPDATE ON billing.refunds
+    FOR EACH ROW EXECUTE FUNCTION refunds_within_amount();
+
+CREATE MATERIALIZED VIEW daily_refunds AS
+    SELECT date_trunc('day', created_at) AS day, sum(amount_cents) AS total
+    FROM billing.refunds
+    GROUP BY 1;
+
+-- Every movement of money, double-entry: one row per leg.
+CREATE TABLE ledger_entries (
+    id bigserial PRIMARY KEY,
+"""
+    + "".join(f"    account_{i:02d}_cents bigint NOT NULL DEFAULT 0,\n" for i in range(48))
+    + """\
+    posted_at timestamptz NOT NULL DEFAULT now()
+);
+
+ALTER TABLE payments
+    ADD COLUMN refunded_cents bigint NOT NULL DEFAULT 0;
+
+INSERT INTO payments (customer_id, amount_cents, currency)
+VALUES (gen_random_uuid(), 100, 'EUR');
+
+COMMIT;
+"""
+)
+
+
+def _statement(text: str, first: str, last: str) -> tuple[int, int]:
+    """The lines of the statement whose first line is ``first`` (its comment above it
+    included when ``first`` is one) through the first line ``last`` after it."""
+    start = _line(text, first)
+    return start, start + text.splitlines()[start - 1 :].index(last)
+
+
+def test_an_sql_table_that_fits_is_one_chunk_and_a_chunk_inside_one_names_it() -> None:
+    cut = _cut(_SCHEMA, "db/schema.sql")
+    payments = _statement(
+        _SCHEMA, "-- A customer's payment: one row per charge attempt, whatever its outcome.", ");"
+    )
+    assert payments in {(a, b) for a, b, _ in cut}
+    refunds = _statement(_SCHEMA, "CREATE TABLE IF NOT EXISTS billing.refunds (", ");")
+    ledger = _statement(_SCHEMA, "CREATE TABLE ledger_entries (", ");")
+    inside = [(a, item) for a, _, item in cut if refunds[0] < a <= refunds[1]]
+    assert inside and all(item == "table billing.refunds" for _, item in inside)
+    inside = [(a, item) for a, _, item in cut if ledger[0] < a <= ledger[1]]
+    assert len(inside) >= 3 and all(item == "table ledger_entries" for _, item in inside)
+    # The lines between statements are in none.
+    assert all(item is None for a, _, item in cut if a > ledger[1] + 3)
+
+
+def test_every_sql_statement_that_fits_the_definition_bound_is_one_chunk() -> None:
+    chunks = chunk_text(
+        _SCHEMA.encode(),
+        "db/schema.sql",
+        40,
+        counter=estimate_pieces,
+        code_suffix=".sql",
+        definition_tokens=256,
+    )
+    spans = [(c.start, c.end) for c in chunks]
+    for first, last in [
+        ("-- A refund of part or all of a payment; the sum of a payment's refunds never", ");"),
+        (
+            "CREATE OR REPLACE FUNCTION refunds_within_amount() RETURNS trigger AS $$",
+            "$$ LANGUAGE plpgsql;",
+        ),
+        (
+            "CREATE TRIGGER refunds_within_amount",
+            "    FOR EACH ROW EXECUTE FUNCTION refunds_within_amount();",
+        ),
+        ("CREATE MATERIALIZED VIEW daily_refunds AS", "    GROUP BY 1;"),
+    ]:
+        a, b = _statement(_SCHEMA, first, last)
+        assert any(s <= a and b <= e for s, e in spans), (first, spans)
+
+
+def test_a_chunk_inside_a_long_sql_table_names_it_in_its_fence(tmp_path: Path) -> None:
+    path = tmp_path / "schema.sql"
+    path.write_text(_SCHEMA)
+    chunks = chunk_file(path, "db/schema.sql", path.read_bytes())
+    column = _line(_SCHEMA, "    account_24_cents bigint NOT NULL DEFAULT 0,")
+    (holding,) = [c for c in chunks if c.start <= column <= c.end]
+    fence = re.match(r"<frame [^\n]*>", render_frame("files", chunk_frame(holding, 1.0)))
+    assert fence is not None and fence.group(0).endswith(' in="table ledger_entries">')
+
+
+def test_an_sql_statement_ends_at_its_own_semicolon() -> None:
+    lines = split_lines(_SCHEMA.encode())
+    outline = code_outline(".sql", lines)
+    assert outline is not None
+    # A ``;`` in a string, a comment or a dollar-quoted body ends nothing; a statement
+    # on one line ends on it.
+    function = _statement(
+        _SCHEMA,
+        "CREATE OR REPLACE FUNCTION refunds_within_amount() RETURNS trigger AS $$",
+        "$$ LANGUAGE plpgsql;",
+    )
+    refunds = _statement(
+        _SCHEMA,
+        "-- A refund of part or all of a payment; the sum of a payment's refunds never",
+        ");",
+    )
+    index = _line(
+        _SCHEMA,
+        "create unique index refunds_by_payment on billing.refunds (payment_id, created_at);",
+    )
+    for start, end in (function, refunds, (index, index)):
+        assert start in outline.starts and outline.end(lines, start, 100) == end
+    # ``BEGIN;`` opens a transaction, not a block: the statements after it are items.
+    assert _line(_SCHEMA, "BEGIN;") < outline.starts[0]
+
+
+def test_an_sql_file_defines_what_it_creates_not_what_it_alters() -> None:
+    assert defined_names(".sql", _SCHEMA) == [
+        "payments",
+        "refunds",
+        "refunds_by_payment",
+        "refunds_within_amount",
+        "refunds_within_amount",
+        "daily_refunds",
+        "ledger_entries",
+    ]
+    assert item_name("alter table payments", ".sql") is None
+    assert item_name("table billing.refunds", ".sql") == "refunds"
+    # A comment or a string that says CREATE TABLE creates nothing; nor does an index
+    # that names none.
+    text = "-- CREATE TABLE old_refunds (\nSELECT 'CREATE TABLE x (';\nCREATE INDEX ON t (a);\n"
+    assert defined_names(".sql", text) == []
