@@ -50,6 +50,7 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import urlsplit
 
 import anyio
 
@@ -299,7 +300,10 @@ class RemoteEndpoint:
             )
         if not 200 <= status < 300:
             raise await self._status_error(response, request)
-        return await self.client.read_bounded(response, self.max_body_bytes)
+        body = await self.client.read_bounded(response, self.max_body_bytes)
+        if _html(response) and body.lstrip()[:1] == b"<":  # labelled and shaped as a page
+            raise RemoteWire(html_page(status))
+        return body
 
     async def _status_error(self, response: httpx.Response, request: Request | None) -> HostdError:
         """What a non-2xx status (not 401/403, not a redirect) fails the exchange with: the
@@ -309,7 +313,11 @@ class RemoteEndpoint:
         is the other binding's reply. Never the body: an error page may echo the
         request, headers and all."""
         status = response.status_code
-        failed = RemoteTransport(f"HTTP {status}", http_status=status)
+        said = f"HTTP {status}"
+        if status == 404:  # the server is there; the url names a path it does not serve
+            path = urlsplit(self.url).path or "/"
+            said = f"HTTP 404: the server has no such path: check the url's path ({path})"
+        failed = RemoteTransport(said, http_status=status)
         if request is None:  # a peer on no CGP binding (``post``): the status says it
             return failed
         try:
@@ -326,12 +334,28 @@ class RemoteEndpoint:
             )
             return answered
         hint = other_binding(self.codec, body) if body.strip() else None
-        if hint is None:
-            return failed
-        return RemoteTransport(f"HTTP {status}; {hint}", http_status=status)
+        if hint is not None:
+            return RemoteTransport(f"HTTP {status}; {hint}", http_status=status)
+        if status != 404 and _html(response):  # a 404's page says less than its path
+            return RemoteTransport(html_page(status), http_status=status)
+        return failed
 
     async def aclose(self) -> None:
         await self.client.aclose()
+
+
+def _html(response: httpx.Response) -> bool:
+    """Whether the response says it is an HTML page (its ``Content-Type``): a proxy's or
+    a web server's error page, not the provider's JSON. Any other type is read as the
+    body it is (docs/remote.md: ``application/json`` expected, ``text/plain`` read too)."""
+    media = response.headers.get("content-type", "").split(";")[0].strip().lower()
+    return media in ("text/html", "application/xhtml+xml")
+
+
+def html_page(status: int) -> str:
+    """What an HTML page where a reply was expected is told as (never its text: a page
+    may echo the request, its credential included)."""
+    return f"the server answered an HTML page (status {status}), not JSON"
 
 
 def _left(deadline: float | None) -> float | None:

@@ -355,7 +355,7 @@ class HttpPool:
             if retry is None:
                 raise RemoteTransport(
                     f"{type(exc).__name__}: the server closed the connection without "
-                    "answering (a write is not sent twice)"
+                    f"answering (a write is not sent twice){self._plain_hint()}"
                 ) from exc
             retry(type(exc).__name__)
         try:
@@ -365,8 +365,16 @@ class HttpPool:
                 raise self._error(exc) from exc
             # one clear error, said once: asking a third time would be a loop
             raise RemoteTransport(
-                f"{type(exc).__name__}: the server closed the connection without answering, twice"
+                f"{type(exc).__name__}: the server closed the connection without answering, "
+                f"twice{self._plain_hint()}"
             ) from exc
+
+    def _plain_hint(self) -> str:
+        """After a connection closed unanswered: a TLS server reads a plain request as a
+        broken handshake and closes, so an ``http://`` url may be the cause."""
+        if self.url.scheme != "http":
+            return ""
+        return "; the url is http://: if the server speaks TLS on that port, use https://"
 
     async def _post(
         self, client: httpx.AsyncClient, body: bytes, headers: httpx.Headers
