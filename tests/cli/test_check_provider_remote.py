@@ -260,7 +260,8 @@ async def test_a_remote_provider_that_never_answers_misses_the_start_deadline() 
     ]
     assert checked.results[1].detail == "not run: the handshake failed"
     assert checked.results[0].detail == (
-        f"no answer within 500 ms (the start_timeout_s asked for); {NO_REMOTE_HANDSHAKE}"
+        "no answer within 500 ms (the start_timeout_s asked for): stalled waiting for the "
+        f"response head, the request sent (ReadTimeout); {NO_REMOTE_HANDSHAKE}"
     )
 
 
@@ -279,7 +280,8 @@ async def test_a_https_server_that_never_answers_the_handshake_is_told_what_to_c
     row = checked.results[0]
     assert (row.name, row.passed) == ("handshake", False)
     assert row.detail == (
-        f"no answer within 500 ms (the start_timeout_s asked for); {NO_REMOTE_HANDSHAKE}"
+        "no answer within 500 ms (the start_timeout_s asked for): stalled waiting for the "
+        f"response head, the request sent (ReadTimeout); {NO_REMOTE_HANDSHAKE}"
     )
     assert TOKEN not in " ".join(r.detail for r in checked.results)
 

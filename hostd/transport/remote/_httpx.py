@@ -31,6 +31,8 @@ import httpx
 
 from hostd.errors import RemoteCertificate, RemoteTransport, RemoteWire
 
+from ._stage import Progress
+
 __all__ = ["HttpPool"]
 
 _MAX_ERROR_TEXT = 200
@@ -312,17 +314,19 @@ class HttpPool:
         headers: httpx.Headers,
         *,
         retry: Callable[[str], None] | None = None,
+        progress: Progress | None = None,
     ) -> AsyncIterator[httpx.Response]:
         """``async with pool.exchange(body, headers) as response``: ``_send``'s response,
         its body read within the block (``read_bounded``), closed as it ends. The whole
         exchange is on one client: one replaced meanwhile (``_reload_trust``) is closed
-        once the block ends, not under it."""
+        once the block ends, not under it. ``progress``: told each stage the request
+        begins (httpcore's trace), so a deadline that ends it can say where it stalled."""
         if self._trust_failed:
             await self._reload_trust()
         lease = self._current
         lease.users += 1
         try:
-            response = await self._send(lease.http, body, headers, retry)
+            response = await self._send(lease.http, body, headers, retry, progress)
             try:
                 yield response
             finally:
@@ -337,6 +341,7 @@ class HttpPool:
         body: bytes,
         headers: httpx.Headers,
         retry: Callable[[str], None] | None,
+        progress: Progress | None = None,
     ) -> httpx.Response:
         """POST ``body`` on ``client``; the response, its body not read yet.
 
@@ -348,7 +353,7 @@ class HttpPool:
         changes nothing. A write is never sent twice. The caller's deadline bounds both
         tries; the second one's failure is the request's."""
         try:
-            return await self._post(client, body, headers)
+            return await self._post(client, body, headers, progress)
         except httpx.HTTPError as exc:
             if not _unanswered(exc):
                 raise self._error(exc) from exc
@@ -359,7 +364,7 @@ class HttpPool:
                 ) from exc
             retry(type(exc).__name__)
         try:
-            return await self._post(client, body, headers)
+            return await self._post(client, body, headers, progress)
         except httpx.HTTPError as exc:
             if not _unanswered(exc):
                 raise self._error(exc) from exc
@@ -377,9 +382,14 @@ class HttpPool:
         return "; the url is http://: if the server speaks TLS on that port, use https://"
 
     async def _post(
-        self, client: httpx.AsyncClient, body: bytes, headers: httpx.Headers
+        self,
+        client: httpx.AsyncClient,
+        body: bytes,
+        headers: httpx.Headers,
+        progress: Progress | None = None,
     ) -> httpx.Response:
-        request = httpx.Request("POST", self.url, content=body, headers=headers)
+        traced = {} if progress is None else {"trace": progress.trace}
+        request = httpx.Request("POST", self.url, content=body, headers=headers, extensions=traced)
         return await client.send(request, stream=True)
 
     async def read_bounded(self, response: httpx.Response, limit: int) -> bytes:
