@@ -123,32 +123,44 @@ def key_named(section: str, key: str) -> str:
 def no_remote_handshake(section: str = "") -> str:
     """What to check when a remote provider's handshake got no reply at all (a refused
     connection, a certificate or a 401 fails at once, in its own words): whether its
-    url answers from here, the TLS set-up a server may wait on, the token, a proxy,
-    which hostd never uses (``trust_env`` off: C8), and the deadline it had, for a
-    server only slow to answer. Named by the keys of its own ``section``
-    (``key_named``: a config may hold several remote providers; flags for one given by
-    them), never by a value."""
-    url, ca_file, start = (key_named(section, key) for key in ("url", "ca_file", "start_timeout_s"))
-    mutual = "--client-cert and --client-key" if section == FLAGS else "client_cert and client_key"
+    url answers from here, the TLS set-up a server may wait on, the token, the deadline
+    it had, for a server only slow to answer, and a proxy, which hostd never uses
+    (``trust_env`` off: C8). Named by the keys of its own ``section`` (``key_named``: a
+    config may hold several remote providers; flags for one given by them), never by a
+    value.
+
+    Short, for a health keeps ``MAX_ERROR_CHARS`` of an error and this comes after the
+    stage that stalled (``hostd.transport``): the section is named once, on its url (the
+    keys after it are ``its``), so a provider id of 64 characters fits whole; past that,
+    a cut falls in the proxy's explanation, last, never in a key to set."""
+    url = key_named(section, "url")
+    if section == FLAGS:
+        tls, start = "--ca-file; --client-cert and --client-key", "--start-timeout-s"
+    else:
+        tls, start = "ca_file; client_cert and client_key", "its start_timeout_s"
     return (
         f"check that {url} answers from here (curl's POST gets a reply at once, even a "
-        f"401), its TLS ({ca_file}; {mutual} for mutual TLS), the token, and that no proxy "
-        "is needed (hostd ignores HTTPS_PROXY and the other proxy variables); if it is only "
-        f"slow, raise {start}"
+        f"401), its TLS ({tls} for mutual TLS) and the token; if it is only slow, raise "
+        f"{start}; it must answer without a proxy ({_REMOTE_MARK})"
     )
 
+
+#: Words every ``no_remote_handshake`` says, whatever its keys are named after (and a
+#: daemon of an older version's), last: a health's copy cut short may have lost them.
+_REMOTE_MARK = "hostd ignores HTTPS_PROXY and the other proxy variables"
+
+#: Words every ``no_remote_handshake`` says early, before any cut of a health's copy.
+_REMOTE_EARLY_MARK = "answers from here (curl's POST gets a reply at once"
 
 #: ``no_remote_handshake`` of a provider with no section to name (its keys bare).
 NO_REMOTE_HANDSHAKE = no_remote_handshake()
 
-#: Words every ``no_remote_handshake`` says, whatever its keys are named after.
-_REMOTE_MARK = "hostd ignores HTTPS_PROXY and the other proxy variables"
-
 
 def says_remote_handshake(text: str) -> bool:
     """Whether ``text`` already says what to check of a remote handshake never answered
-    (``no_remote_handshake``, after any section; a daemon of an older version's too)."""
-    return _REMOTE_MARK in text
+    (``no_remote_handshake``, after any section, even cut short as a health keeps it; a
+    daemon of an older version's too)."""
+    return _REMOTE_MARK in text or _REMOTE_EARLY_MARK in text
 
 
 #: The ``error.code`` of a ``crashed`` leg whose provider is in a crash loop, restarted

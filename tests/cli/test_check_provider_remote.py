@@ -276,8 +276,8 @@ async def test_a_remote_provider_that_never_answers_misses_the_start_deadline() 
         (
             None,
             "[[provider]] 'remote' url",
-            "[[provider]] 'remote' ca_file; client_cert and client_key",
-            "[[provider]] 'remote' start_timeout_s",
+            "ca_file; client_cert and client_key",
+            "its start_timeout_s",
         ),
         (FLAGS, "--url", "--ca-file; --client-cert and --client-key", "--start-timeout-s"),
     ],
@@ -307,8 +307,8 @@ async def test_a_https_server_that_never_answers_the_handshake_is_told_what_to_c
         "no answer within 500 ms (the start_timeout_s asked for): stalled waiting for the "
         f"response head, the request sent (ReadTimeout); check that {url} answers "
         "from here (curl's POST gets a reply at once, even a 401), its TLS "
-        f"({tls} for mutual TLS), the token, and that no proxy is needed (hostd ignores "
-        f"HTTPS_PROXY and the other proxy variables); if it is only slow, raise {start}"
+        f"({tls} for mutual TLS) and the token; if it is only slow, raise {start}; it must "
+        "answer without a proxy (hostd ignores HTTPS_PROXY and the other proxy variables)"
     )
     assert TOKEN not in " ".join(r.detail for r in checked.results)
 

@@ -39,8 +39,9 @@ The words for what the user must fix are made here, once, for every caller of an
 endpoint (a provider's leg, the reranker): a refusal names where the token comes
 from (``$VAR`` or the token file, never the token), a certificate no trusted CA
 signed names ``ca_file``, a handshake that got no reply at all what to check
-(``hostd._hints.no_remote_handshake``: the url, TLS, the token, a proxy, its start
-deadline, each named by its provider's own keys): httpx's
+(``hostd._hints.no_remote_handshake``: the url, TLS, the token, its start deadline, a
+proxy, each named by its provider's own keys), after the stage it stalled in
+(``handshake_missed``, within a health's ``MAX_ERROR_CHARS``): httpx's
 errors are translated in ``_httpx``, the one module that imports httpx. This module
 imports only ``hostd.protocol``, ``hostd.errors`` and those words of hostd.
 """
@@ -371,6 +372,17 @@ def html_page(status: int) -> str:
     return f"the server answered an HTML page (status {status}), not JSON"
 
 
+def handshake_missed(timeout_s: float, stage: str, section: str) -> str:
+    """A handshake past its deadline: the deadline, where it stalled (``stalled_words``),
+    then what to check, named after ``section`` (``no_remote_handshake``). In that
+    order, the most telling first: a health keeps ``MAX_ERROR_CHARS`` of it, which hold
+    it whole for a provider id of up to 64 characters and any ``start_timeout_s``."""
+    return (
+        f"no handshake reply within {timeout_s * 1000:.0f} ms: {stalled_words(stage)}; "
+        f"{no_remote_handshake(section)}"
+    )
+
+
 def _left(deadline: float | None) -> float | None:
     """The seconds from now to ``deadline`` (the event loop's clock); ``None``: no bound."""
     return None if deadline is None else max(0.0, deadline - anyio.current_time())
@@ -427,9 +439,7 @@ class RemoteConnection(Acked):
             # hostd's words only (the peer said nothing), so the leg, the status and the
             # log event all say it; ``stalled`` for a later leg (the pool's words).
             raise ProviderTimeout(
-                f"no handshake reply within {handshake_timeout * 1000:.0f} ms: "
-                f"{stalled_words(progress.stage)}; "
-                f"{no_remote_handshake(endpoint.section)}",
+                handshake_missed(handshake_timeout, progress.stage, endpoint.section),
                 stage="handshake",
                 stalled=progress.stage,
             ) from None
