@@ -63,6 +63,7 @@ __all__ = [
     "FLAGS",
     "NO_REMOTE_HANDSHAKE",
     "PROVIDER_FAULTS",
+    "REFUSED_CODES",
     "RESTARTING",
     "budget_advice",
     "down_state",
@@ -554,12 +555,30 @@ def duration(seconds: float) -> str:
     return f"{hours} h {minutes} min"
 
 
+#: The codes a remote provider's refused credential is parked with (a 401/403, or a
+#: token that could not be read: ``hostd.errors``' ``ProviderUnauthorized`` and
+#: ``CredentialUnavailable`` reasons; a test holds them the same), which begin its
+#: health's ``last_failure``. Its next request reads the credential again and asks at
+#: once when it changed (``RemoteEndpoint.credential_changed``), cool-down or not.
+REFUSED_CODES = ("unauthorized", "credential")
+
+
+def _refused(row: Mapping[str, Any], failure: str) -> bool:
+    """Whether ``row`` is a remote provider parked for its refused credential."""
+    codes = tuple(f"{code}: " for code in REFUSED_CODES)
+    return (
+        row.get("remote") is not None and row.get("state") == "failed" and failure.startswith(codes)
+    )
+
+
 def down_state(row: Mapping[str, Any], *, restart: bool = True) -> str | None:
     """What ``hostd status`` says of a provider that is down (a ``providers/list``
     ``row``), after its id: ``failed 12 s ago: …; next try in 48 s`` (crashed or failed:
     how long ago its last failure was, what it was, its stderr excerpt less the lines
     ``failure_tail_lines`` show under it, and when it is tried again: ``next check in
-    2 s`` for a remote provider whose server was not reached), or its failed
+    2 s`` for a remote provider whose server was not reached; for one whose credential
+    was refused, that the next request asks again once it changes, before its
+    cool-down), or its failed
     warm-up. ``restart``: name the command that starts it again (``hostd providers
     restart ID --connect``: a daemon's provider) for a parked one (``failed``), beside
     its retry when one is due. None for a
@@ -583,7 +602,12 @@ def down_state(row: Mapping[str, Any], *, restart: bool = True) -> str | None:
     # Parked (``failed``): its retry may be a cool-down away, so the command that starts
     # it at once is named beside it (a fixed provider is not tried again sooner).
     now = f"`hostd providers restart {pid} --connect` starts it now"
-    if retry is not None and state == "failed" and restart:
+    if _refused(row, str(failure)):
+        # Not only its cool-down: the next request asks again once the token changes.
+        nxt = "; the next request asks again once its credential changes"
+        nxt += "" if retry is None else f", else next try in {duration(float(retry))}"
+        nxt += f", or {now}" if restart else ""
+    elif retry is not None and state == "failed" and restart:
         nxt = f"; next try in {duration(float(retry))}, or {now}"
     elif retry is not None:
         nxt = f"; next try in {duration(float(retry))}"
