@@ -63,6 +63,7 @@ __all__ = [
     "FLAGS",
     "NO_REMOTE_HANDSHAKE",
     "PROVIDER_FAULTS",
+    "REFUSED_CODES",
     "RESTARTING",
     "budget_advice",
     "down_state",
@@ -123,32 +124,44 @@ def key_named(section: str, key: str) -> str:
 def no_remote_handshake(section: str = "") -> str:
     """What to check when a remote provider's handshake got no reply at all (a refused
     connection, a certificate or a 401 fails at once, in its own words): whether its
-    url answers from here, the TLS set-up a server may wait on, the token, a proxy,
-    which hostd never uses (``trust_env`` off: C8), and the deadline it had, for a
-    server only slow to answer. Named by the keys of its own ``section``
-    (``key_named``: a config may hold several remote providers; flags for one given by
-    them), never by a value."""
-    url, ca_file, start = (key_named(section, key) for key in ("url", "ca_file", "start_timeout_s"))
-    mutual = "--client-cert and --client-key" if section == FLAGS else "client_cert and client_key"
+    url answers from here, the TLS set-up a server may wait on, the token, the deadline
+    it had, for a server only slow to answer, and a proxy, which hostd never uses
+    (``trust_env`` off: C8). Named by the keys of its own ``section`` (``key_named``: a
+    config may hold several remote providers; flags for one given by them), never by a
+    value.
+
+    Short, for a health keeps ``MAX_ERROR_CHARS`` of an error and this comes after the
+    stage that stalled (``hostd.transport``): the section is named once, on its url (the
+    keys after it are ``its``), so a provider id of 64 characters fits whole; past that,
+    a cut falls in the proxy's explanation, last, never in a key to set."""
+    url = key_named(section, "url")
+    if section == FLAGS:
+        tls, start = "--ca-file; --client-cert and --client-key", "--start-timeout-s"
+    else:
+        tls, start = "ca_file; client_cert and client_key", "its start_timeout_s"
     return (
         f"check that {url} answers from here (curl's POST gets a reply at once, even a "
-        f"401), its TLS ({ca_file}; {mutual} for mutual TLS), the token, and that no proxy "
-        "is needed (hostd ignores HTTPS_PROXY and the other proxy variables); if it is only "
-        f"slow, raise {start}"
+        f"401), its TLS ({tls} for mutual TLS) and the token; if it is only slow, raise "
+        f"{start}; it must answer without a proxy ({_REMOTE_MARK})"
     )
 
+
+#: Words every ``no_remote_handshake`` says, whatever its keys are named after (and a
+#: daemon of an older version's), last: a health's copy cut short may have lost them.
+_REMOTE_MARK = "hostd ignores HTTPS_PROXY and the other proxy variables"
+
+#: Words every ``no_remote_handshake`` says early, before any cut of a health's copy.
+_REMOTE_EARLY_MARK = "answers from here (curl's POST gets a reply at once"
 
 #: ``no_remote_handshake`` of a provider with no section to name (its keys bare).
 NO_REMOTE_HANDSHAKE = no_remote_handshake()
 
-#: Words every ``no_remote_handshake`` says, whatever its keys are named after.
-_REMOTE_MARK = "hostd ignores HTTPS_PROXY and the other proxy variables"
-
 
 def says_remote_handshake(text: str) -> bool:
     """Whether ``text`` already says what to check of a remote handshake never answered
-    (``no_remote_handshake``, after any section; a daemon of an older version's too)."""
-    return _REMOTE_MARK in text
+    (``no_remote_handshake``, after any section, even cut short as a health keeps it; a
+    daemon of an older version's too)."""
+    return _REMOTE_MARK in text or _REMOTE_EARLY_MARK in text
 
 
 #: The ``error.code`` of a ``crashed`` leg whose provider is in a crash loop, restarted
@@ -542,12 +555,30 @@ def duration(seconds: float) -> str:
     return f"{hours} h {minutes} min"
 
 
+#: The codes a remote provider's refused credential is parked with (a 401/403, or a
+#: token that could not be read: ``hostd.errors``' ``ProviderUnauthorized`` and
+#: ``CredentialUnavailable`` reasons; a test holds them the same), which begin its
+#: health's ``last_failure``. Its next request reads the credential again and asks at
+#: once when it changed (``RemoteEndpoint.credential_changed``), cool-down or not.
+REFUSED_CODES = ("unauthorized", "credential")
+
+
+def _refused(row: Mapping[str, Any], failure: str) -> bool:
+    """Whether ``row`` is a remote provider parked for its refused credential."""
+    codes = tuple(f"{code}: " for code in REFUSED_CODES)
+    return (
+        row.get("remote") is not None and row.get("state") == "failed" and failure.startswith(codes)
+    )
+
+
 def down_state(row: Mapping[str, Any], *, restart: bool = True) -> str | None:
     """What ``hostd status`` says of a provider that is down (a ``providers/list``
     ``row``), after its id: ``failed 12 s ago: …; next try in 48 s`` (crashed or failed:
     how long ago its last failure was, what it was, its stderr excerpt less the lines
     ``failure_tail_lines`` show under it, and when it is tried again: ``next check in
-    2 s`` for a remote provider whose server was not reached), or its failed
+    2 s`` for a remote provider whose server was not reached; for one whose credential
+    was refused, that the next request asks again once it changes, before its
+    cool-down), or its failed
     warm-up. ``restart``: name the command that starts it again (``hostd providers
     restart ID --connect``: a daemon's provider) for a parked one (``failed``), beside
     its retry when one is due. None for a
@@ -571,7 +602,12 @@ def down_state(row: Mapping[str, Any], *, restart: bool = True) -> str | None:
     # Parked (``failed``): its retry may be a cool-down away, so the command that starts
     # it at once is named beside it (a fixed provider is not tried again sooner).
     now = f"`hostd providers restart {pid} --connect` starts it now"
-    if retry is not None and state == "failed" and restart:
+    if _refused(row, str(failure)):
+        # Not only its cool-down: the next request asks again once the token changes.
+        nxt = "; the next request asks again once its credential changes"
+        nxt += "" if retry is None else f", else next try in {duration(float(retry))}"
+        nxt += f", or {now}" if restart else ""
+    elif retry is not None and state == "failed" and restart:
         nxt = f"; next try in {duration(float(retry))}, or {now}"
     elif retry is not None:
         nxt = f"; next try in {duration(float(retry))}"

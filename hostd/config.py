@@ -20,7 +20,7 @@ import pkgutil
 import re
 import sys
 import tomllib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
@@ -62,6 +62,9 @@ __all__ = [
     "logs_to_stderr",
     "find_config",
     "open_secret_files",
+    "secret_file_open",
+    "secret_file_words",
+    "secret_files_open",
     "load_config",
     "parse_config",
     "provider_command",
@@ -1079,13 +1082,20 @@ def open_secret_files(cfg: Config) -> list[tuple[str, Path, int]]:
     """The credential files this config names (``tcp.token_file``; each remote
     provider's and the reranker's ``token_file`` and ``client_key``) that other users
     may read or write: ``(key, path, mode)``, for a warning with the ``chmod`` that fixes
-    it. A file that cannot be stat'ed is left to the code that reads it."""
+    it (``secret_file_open``)."""
     named: list[tuple[str, Path | None]] = [("tcp.token_file", cfg.tcp.token_file)]
     for p in cfg.provider:
         named += [(f"provider {p.id}: token_file", p.token_file)]
         named += [(f"provider {p.id}: client_key", p.client_key)]
     named += [("reranker.token_file", cfg.reranker.token_file)]
     named += [("reranker.client_key", cfg.reranker.client_key)]
+    return secret_files_open(named)
+
+
+def secret_files_open(named: Iterable[tuple[str, Path | None]]) -> list[tuple[str, Path, int]]:
+    """Of the credential files ``named`` (``(key, path)``, a path ``None`` when none is
+    set), those other users may read or write: ``(key, path, mode)``. A file that cannot
+    be stat'ed is left to the code that reads it."""
     out = []
     for key, path in named:
         if path is None:
@@ -1097,3 +1107,18 @@ def open_secret_files(cfg: Config) -> list[tuple[str, Path, int]]:
         if mode & 0o077:
             out.append((key, path, mode))
     return out
+
+
+def secret_file_open(key: str, path: Path, mode: int) -> dict[str, str]:
+    """The ``config.secret_file_open`` warning of one file ``secret_files_open`` found:
+    the fields the daemon logs at start, which check-provider says in the same words
+    (``secret_file_words``). Said, not refused: the file may be shared on purpose."""
+    return {"key": key, "file": str(path), "mode": f"{mode:04o}", "fix": f"chmod 600 {path}"}
+
+
+def secret_file_words(warning: dict[str, str]) -> str:
+    """``secret_file_open``'s warning as a line of text (check-provider's)."""
+    return (
+        f"warning: {warning['key']} {warning['file']} is open to other users (mode "
+        f"{warning['mode']}): {warning['fix']} (config.secret_file_open)"
+    )

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from hostd._hints import (
     NO_HANDSHAKE,
+    REFUSED_CODES,
     down_state,
     failure_tail_lines,
     restarting_failures,
@@ -20,7 +21,13 @@ from hostd._hints import (
     warming_ids,
     warming_state,
 )
-from hostd.errors import IDS_NAMED, did_you_mean, unknown_provider
+from hostd.errors import (
+    IDS_NAMED,
+    CredentialUnavailable,
+    ProviderUnauthorized,
+    did_you_mean,
+    unknown_provider,
+)
 
 
 def test_a_close_name_is_offered_and_a_far_one_is_not() -> None:
@@ -269,6 +276,31 @@ def test_a_remote_provider_waiting_for_its_server_says_when_it_is_checked_again(
     assert down_state(row) == f"crashed 3 s ago: {failure}; next check in 2 s"
     soon = {**row, "health": {**health, "next_check_in_s": 0.5}}
     assert down_state(soon) == f"crashed 3 s ago: {failure}; next check in under 1 s"
+
+
+def test_a_refused_remote_provider_says_the_next_request_asks_once_its_credential_changes() -> None:
+    """Parked for its credential, it is asked again by the next request as soon as the
+    token changes (``credential_changed``), not only after its cool-down."""
+    failure = "unauthorized: remote provider refused the credential (HTTP 401): check the token"
+    health = {"last_failure": failure, "last_failure_s_ago": 3.0, "retry_in_s": 57.0}
+    row = {"id": "team", "state": "failed", "health": health, "remote": {"url": "https://x/"}}
+    asks = "the next request asks again once its credential changes"
+    assert down_state(row) == (
+        f"failed 3 s ago: {failure}; {asks}, else next try in 57 s, or "
+        "`hostd providers restart team --connect` starts it now"
+    )
+    assert down_state(row, restart=False) == (
+        f"failed 3 s ago: {failure}; {asks}, else next try in 57 s"
+    )
+    unread = {**health, "last_failure": "credential: token file /t is missing", "retry_in_s": None}
+    assert down_state({**row, "health": unread}, restart=False) == (
+        f"failed 3 s ago: credential: token file /t is missing; {asks}"
+    )
+    # A local provider's failure in the same words is no refused credential.
+    local = {k: v for k, v in row.items() if k != "remote"}
+    assert down_state(local, restart=False) == f"failed 3 s ago: {failure}; next try in 57 s"
+    # The codes are the errors' own.
+    assert set(REFUSED_CODES) == {ProviderUnauthorized.reason, CredentialUnavailable.reason}
 
 
 def test_the_handshake_timeout_advice_names_a_rust_authors_flush() -> None:

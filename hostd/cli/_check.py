@@ -17,13 +17,21 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
 from pydantic import ValidationError
 
 from hostd._hints import FLAGS
-from hostd.config import HostSettings, McpSettings, ProviderSettings
+from hostd.config import (
+    HostSettings,
+    McpSettings,
+    ProviderSettings,
+    secret_file_open,
+    secret_file_words,
+    secret_files_open,
+)
 
 from ._common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, print_json
 
@@ -314,13 +322,24 @@ def _check_remote(
         ),
         backend="asyncio",
     )
+    # A credential file others may read, in the daemon's words (config.secret_file_open).
+    flags = args.url is not None
+    named = [
+        ("--token-file" if flags else f"provider {spec.id}: token_file", spec.token_file),
+        ("--client-key" if flags else f"provider {spec.id}: client_key", spec.client_key),
+    ]
+    files = [(key, None if path is None else Path(path)) for key, path in named]
+    warned = "".join(
+        secret_file_words(secret_file_open(*found)) + "\n" for found in secret_files_open(files)
+    )
     if args.json:
+        sys.stderr.write(warned)  # stdout is the rows' JSON
         print_json([r.to_wire() for r in checked.results])
     else:
         header = render_remote_header(
             spec, deadlines, goal=args.goal, budget=args.budget, query_text=args.query_text
         )
-        sys.stdout.write(said + header + render_table(checked.results))
+        sys.stdout.write(said + warned + header + render_table(checked.results))
     return EXIT_OK if all(r.passed for r in checked.results) else EXIT_FAILED
 
 

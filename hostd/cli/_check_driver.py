@@ -433,6 +433,9 @@ class RemoteDriver:
     dead: bool = False
     ended: HostdError | None = None
     warming: bool = False
+    #: Where the handshake stalled when it missed its deadline (``hostd.transport``'s
+    #: stages: ``tls``, ``head``, …), for its row.
+    stalled: str | None = None
 
     def _link(self) -> Link:
         if self.link is None:
@@ -444,7 +447,8 @@ class RemoteDriver:
         (H1–H3, H2, C5) judged by the transport as the daemon's are."""
         try:
             self.link = await self.opener(timeout_s)
-        except ProviderTimeout:
+        except ProviderTimeout as exc:
+            self.stalled = exc.data.get("stalled")
             raise TimeoutError from None  # the step names the deadline it missed
         except RemoteWire as exc:
             if (failed := _misshapen(exc)) is None:

@@ -88,6 +88,7 @@ from hostd.transport import (
     TokenSource,
     secret_env_values,
     shown_url,
+    stalled_words,
 )
 from hostd.transport.bindings import CGP_SDK_WIRE, UNKEYED, find_binding
 
@@ -415,6 +416,9 @@ async def check_remote_provider(
         await _run_checks(run, goal, budget, query_text)
     finally:
         await launcher.aclose()  # shielded: its pooled client is closed whatever happened
+    if run.unanswered and driver.stalled is not None:  # where, before what to check
+        row = next(r for r in run.results if r.name == "handshake")
+        row.detail = f"{row.detail}: {stalled_words(driver.stalled)}"
     if run.unanswered:  # no reply at all: what to check, as a pipe's row says its causes
         row = next(r for r in run.results if r.name == "handshake")
         row.detail = f"{row.detail}; {no_remote_handshake(endpoint.section)}"

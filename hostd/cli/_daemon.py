@@ -329,15 +329,21 @@ def _restarts(row: dict[str, Any]) -> str:
     the daemon started, only when there is some: how often it was started again (after
     a crash, or asked), how many queries it crashed during, and how long ago its last
     failure was (``hostd providers --connect`` says what it was). One that crashed and
-    recovered would read plain ``ready`` without it; one down says its failure already."""
+    recovered would read plain ``ready`` without it; one down says its failure already.
+    A remote provider (a ``remote`` member) has no process: its starts are checks of
+    its server (a handshake) and its crashes requests whose exchange broke, said so."""
     health = row.get("health") or {}
     if row.get("state") in ("crashed", "failed"):
         return ""
     restarts, crashes = int(health.get("restarts") or 0), int(health.get("crashes") or 0)
+    remote = row.get("remote") is not None
     said = []
     if restarts:
-        said.append(f"restarted {restarts} {'time' if restarts == 1 else 'times'}")
-    if crashes:
+        again = "checked again" if remote else "restarted"
+        said.append(f"{again} {restarts} {'time' if restarts == 1 else 'times'}")
+    if crashes and remote:
+        said.append(f"{crashes} failed {'request' if crashes == 1 else 'requests'}")
+    elif crashes:
         said.append(f"crashed during {crashes} {'query' if crashes == 1 else 'queries'}")
     ago = health.get("last_failure_s_ago")
     if said and ago is not None:

@@ -82,7 +82,7 @@ from hostd.errors import (
     UnknownProvider,
 )
 from hostd.protocol import HandshakeAck, HostInfo
-from hostd.transport import OnProgress, ProviderConnection, ProviderLink
+from hostd.transport import OnProgress, ProviderConnection, ProviderLink, stalled_found
 
 from ._clock import now
 from ._health import (
@@ -226,6 +226,19 @@ def _unreachable(spec: ProviderSpec, exc: HostdError) -> bool:
         return False
     status = exc.data.get("http_status")
     return status is None or status in _PASSING_STATUSES
+
+
+def _check_found(unreached: HostdError) -> str:
+    """What a remote provider's last failed check (or exchange) found, said by a leg that
+    does not wait for the next: where a timeout stalled (the request may have reached
+    the server: ``stalled_found``), the status a server answered, or else a failure
+    below HTTP (the message after it says which: refused, a name not resolved)."""
+    if isinstance(unreached, ProviderTimeout):
+        return f"its last check {stalled_found(unreached.data.get('stalled'))}"
+    status = unreached.data.get("http_status")
+    if status is not None:
+        return f"its server answered HTTP {status}"
+    return "its server was not reached"
 
 
 class Slot:
@@ -732,7 +745,7 @@ class ProviderPool:
         failed = "its last start failed"
         unreached = slot.unreached if slot.health.unreachable else None
         if unreached is not None:  # a remote server that is down: a start is a check
-            failed = "its server was not reached"
+            failed = _check_found(unreached)
             what = what.replace("start", "check")
             # The code of the failure that put it down (``transport``, a handshake's
             # ``timeout``): a script branching on it is told what the check found, not of

@@ -44,6 +44,7 @@ from hostd.config import (
     default_state_dir,
     load_config,
     open_secret_files,
+    secret_file_open,
 )
 from hostd.errors import ConfigError, ListenerError, ShuttingDown
 from hostd.logs import flush_logs, get_logger, set_audit
@@ -528,13 +529,7 @@ class Daemon:
             )
         for key, path, mode in await anyio.to_thread.run_sync(open_secret_files, cfg):
             # Said, not refused: the file may be shared on purpose (a group's service).
-            log.warning(
-                "config.secret_file_open",
-                key=key,
-                file=str(path),
-                mode=f"{mode:04o}",
-                fix=f"chmod 600 {path}",
-            )
+            log.warning("config.secret_file_open", **secret_file_open(key, path, mode))
         try:
             # Listeners first: a refused socket must not start a single provider.
             if unix:

@@ -71,6 +71,8 @@ from .remote import (
     TokenSource,
     remote_url_problem,
     shown_url,
+    stalled_found,
+    stalled_words,
 )
 
 #: Either end of a leg: a child process's connection or a remote provider's.
@@ -117,6 +119,8 @@ __all__ = [
     "remote_url_problem",
     "shown_url",
     "scrubbed_env",
+    "stalled_found",
+    "stalled_words",
     "seconds_left",
     "secret_env_values",
     "stop_process",

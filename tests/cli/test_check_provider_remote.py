@@ -264,7 +264,8 @@ async def test_a_remote_provider_that_never_answers_misses_the_start_deadline() 
     assert checked.results[1].detail == "not run: the handshake failed"
     hint = no_remote_handshake("[[provider]] 'silent' ")
     assert checked.results[0].detail == (
-        f"no answer within 500 ms (the start_timeout_s asked for); {hint}"
+        "no answer within 500 ms (the start_timeout_s asked for): stalled waiting for the "
+        f"response head, the request sent (ReadTimeout); {hint}"
     )
 
 
@@ -275,8 +276,8 @@ async def test_a_remote_provider_that_never_answers_misses_the_start_deadline() 
         (
             None,
             "[[provider]] 'remote' url",
-            "[[provider]] 'remote' ca_file; client_cert and client_key",
-            "[[provider]] 'remote' start_timeout_s",
+            "ca_file; client_cert and client_key",
+            "its start_timeout_s",
         ),
         (FLAGS, "--url", "--ca-file; --client-cert and --client-key", "--start-timeout-s"),
     ],
@@ -303,10 +304,11 @@ async def test_a_https_server_that_never_answers_the_handshake_is_told_what_to_c
     row = checked.results[0]
     assert (row.name, row.passed) == ("handshake", False)
     assert row.detail == (
-        f"no answer within 500 ms (the start_timeout_s asked for); check that {url} answers "
+        "no answer within 500 ms (the start_timeout_s asked for): stalled waiting for the "
+        f"response head, the request sent (ReadTimeout); check that {url} answers "
         "from here (curl's POST gets a reply at once, even a 401), its TLS "
-        f"({tls} for mutual TLS), the token, and that no proxy is needed (hostd ignores "
-        f"HTTPS_PROXY and the other proxy variables); if it is only slow, raise {start}"
+        f"({tls} for mutual TLS) and the token; if it is only slow, raise {start}; it must "
+        "answer without a proxy (hostd ignores HTTPS_PROXY and the other proxy variables)"
     )
     assert TOKEN not in " ".join(r.detail for r in checked.results)
 
@@ -456,3 +458,46 @@ def test_an_unknown_provider_id_names_the_configured_ones(tmp_path: Path) -> Non
     assert done.stderr == (
         f"hostd check-provider: no provider 'nope' in {config} (its providers: notes)\n"
     )
+
+
+# -- a credential file others may read -------------------------------------------------
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:  # a port nothing listens on once this closes
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+@pytest.mark.parametrize("given", ["--url", "--provider"])
+def test_a_token_file_others_may_read_is_named_as_the_daemon_names_it(
+    tmp_path: Path, given: str
+) -> None:
+    """The daemon warns of it at start (``config.secret_file_open``); check-provider says
+    the same, in the same words, whatever the check finds (here: nothing listens)."""
+    token = tmp_path / "team.token"
+    token.write_text("tok-secret-5e1a\n")
+    token.chmod(0o644)
+    url = f"http://127.0.0.1:{_closed_port()}/"
+    if given == "--url":
+        args = ["check-provider", "--url", url, "--token-file", str(token)]
+        key = "--token-file"
+    else:
+        config = tmp_path / "hostd.toml"
+        config.write_text(
+            f'[host]\nsocket = "{tmp_path}/s.sock"\nstate_dir = "{tmp_path}/state"\n\n'
+            f'[[provider]]\nid = "team"\nurl = "{url}"\ntoken_file = "{token}"\n'
+        )
+        args = ["--config", str(config), "check-provider", "--provider", "team"]
+        key = "provider team: token_file"
+    done = run_hostd(*args)
+    assert done.returncode == 1, done.stdout + done.stderr
+    warning = (
+        f"warning: {key} {token} is open to other users (mode 0644): chmod 600 {token} "
+        "(config.secret_file_open)"
+    )
+    assert warning in done.stdout.splitlines(), done.stdout
+    assert "tok-secret-5e1a" not in done.stdout + done.stderr
+    token.chmod(0o600)
+    assert "warning:" not in run_hostd(*args).stdout

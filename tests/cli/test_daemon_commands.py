@@ -391,6 +391,26 @@ def test_a_ready_provider_that_lacks_consent_says_what_to_grant() -> None:
     assert provider_state({**row, "consent_missing": []}) == "ready"
 
 
+def test_status_speaks_of_a_remote_providers_checks_and_failed_requests() -> None:
+    """A remote provider has no process: its starts after the first are checks of its
+    server, its crashes requests whose exchange broke; a local one's stay a process's."""
+    from hostd.cli._daemon import _provider_line
+
+    health = {"restarts": 3, "crashes": 1, "last_failure_s_ago": 5.0}
+    local = {"id": "notes", "state": "ready", "health": health}
+    assert _provider_line(local) == (
+        "ready; restarted 3 times, crashed during 1 query, last failure 5 s ago"
+    )
+    remote = {**local, "id": "team", "remote": {"url": "https://search.example/cgp"}}
+    assert _provider_line(remote) == (
+        "ready; checked again 3 times, 1 failed request, last failure 5 s ago"
+    )
+    once = {**remote, "health": {"restarts": 1, "crashes": 2, "last_failure_s_ago": 5.0}}
+    assert _provider_line(once) == (
+        "ready; checked again 1 time, 2 failed requests, last failure 5 s ago"
+    )
+
+
 def test_status_calls_a_provider_degraded_when_no_request_gets_its_evidence() -> None:
     from hostd.cli._daemon import _degraded
 

@@ -28,6 +28,10 @@ CGP_HINT = (
 JSONRPC_HINT = (
     'the body is a JSON-RPC response: set binding = "jsonrpc" (check-provider: --binding jsonrpc)'
 )
+JSONRPC_EMPTY_HINT = (
+    "an empty body is a JSON-RPC server's answer to what it reads as a notification: "
+    'set binding = "jsonrpc" (check-provider: --binding jsonrpc)'
+)
 
 
 #: A CGP SDK's handshake reply (its envelope, whole).
@@ -118,7 +122,7 @@ def test_anything_but_an_error_reply_is_none(body: bytes) -> None:
         ("cgp", b'{"jsonrpc": "2.0", "id": 1, "result": {}}', JSONRPC_HINT),
         ("cgp", _jsonrpc_error(1), JSONRPC_HINT),
         ("cgp", b'{"type": "frames", "result": {"frames": []}}', None),  # its own reply
-        ("cgp", b"", None),
+        ("cgp", b"", JSONRPC_EMPTY_HINT),
         ("cgp", b"<html>oops</html>", None),
     ],
 )
@@ -155,4 +159,4 @@ def test_no_body_raises_or_is_quoted_where_an_error_status_is_read(body: bytes) 
     for codec in (JsonRpcCodec("p"), CgpCodec("p")):
         error = error_reply(codec, codec.query(QUERY), body)
         assert error is None or isinstance(error, HostdError)
-        assert other_binding(codec, body) in (None, CGP_HINT, JSONRPC_HINT)
+        assert other_binding(codec, body) in (None, CGP_HINT, JSONRPC_HINT, JSONRPC_EMPTY_HINT)

@@ -4,12 +4,14 @@ binding, a remote's sources not re-read by default, backoff after a failure."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import anyio
 import orjson
 import pytest
 
+from hostd.cli._daemon import _provider_line
 from hostd.engine import Host, LegStatus, RestartPolicy
 from hostd.protocol import (
     Capabilities,
@@ -192,11 +194,18 @@ async def test_a_failed_remote_is_handshaken_again_after_its_backoff(tmp_path: P
                 broken = await host.query_all(query(), 1000)
                 await seen.wait("provider.recovered", 1)
                 healed = await host.query_all(query(), 1000)
+                (row,) = host.providers_list()
     assert broken.reports["remote"].status is LegStatus.CRASHED
     assert broken.reports["remote"].error_code == "transport"
     assert broken.reports["remote"].error_message == "HTTP 503"
     assert healed.reports["remote"].status is LegStatus.OK
     assert rec.kinds() == ["handshake", "query", "query", "handshake", "query"]
+    # `hostd status` speaks of its server: a check, a failed request, never a process's
+    # restart or a query it crashed during.
+    line = _provider_line(row)
+    said = r"ready.*; checked again 1 time, 1 failed request, last failure \d+ s ago"
+    assert re.fullmatch(said, line), line
+    assert (row["health"]["restarts"], row["health"]["crashes"]) == (1, 1)
 
 
 async def test_providers_list_shows_the_url_and_a_redacted_credential(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ import pytest
 import structlog
 import trustme
 
+from hostd._hints import down_state
 from hostd.config import parse_config
 from hostd.engine import Host, LegStatus, RestartPolicy
 from hostd.server import Daemon
@@ -217,9 +218,15 @@ async def test_a_fixed_token_file_is_used_by_the_next_request(tmp_path: Path) ->
     with structlog.testing.capture_logs() as logs:
         async with serving(provider_app(), tls) as (url, rec):
             spec = remote_spec(url, tls, token_env=None, token_file=token)
-            async with Host([spec], consent=consented(tmp_path, "remote")) as host:
+            clock = [100.0]  # the test's health clock: its cool-down never passes
+            host = Host(
+                [spec], consent=consented(tmp_path, "remote"), health_clock=lambda: clock[0]
+            )
+            async with host:
                 refused = (await host.query_all(query(), 1000)).reports["remote"]
                 parked = (await host.query_all(query(), 1000)).reports["remote"]
+                clock[0] += 3.0
+                (row,) = host.providers_list()
                 fixed = tmp_path / "team.token.new"
                 fixed.write_text(TOKEN + "\n")
                 fixed.replace(token)
@@ -234,6 +241,12 @@ async def test_a_fixed_token_file_is_used_by_the_next_request(tmp_path: Path) ->
         f"remote provider refused the credential (HTTP 401): check the token in token_file {token}"
     )
     assert parked.status is LegStatus.UNAUTHORIZED
+    # What `hostd status` says meanwhile: the next request, not only the cool-down.
+    assert down_state(row) == (
+        f"failed 3 s ago: unauthorized: {refused.error_message}; the next request asks "
+        "again once its credential changes, else next try in 57 s, or `hostd providers "
+        "restart remote --connect` starts it now"
+    )
     assert served_now.status is LegStatus.OK, served_now
     assert rec.kinds() == ["handshake", "handshake", "query"]
 

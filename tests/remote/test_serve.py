@@ -29,6 +29,7 @@ def served(module: str, tmp_path: Path, *args: str) -> Iterator[tuple[str, Path]
     tls = make_tls(tmp_path, module.rsplit(".", 1)[-1])
     token = tmp_path / "served-token"
     token.write_text(TOKEN + "\n")
+    token.chmod(0o600)  # as a credential file should be: check-provider warns otherwise
     argv = [sys.executable, "-m", module, *args, "--http", "127.0.0.1:0"]
     argv += ["--certfile", str(tls.cert_file), "--keyfile", str(tls.key_file)]
     argv += ["--token-file", str(token)]

@@ -2,6 +2,7 @@
 
 from .._redact import REDACTED
 from ._http import DEFAULT_REMOTE_CONNECTIONS, RemoteConnection, RemoteEndpoint
+from ._stage import stalled_found, stalled_words
 from ._url import Credential, TokenSource, remote_url_problem, shown_url
 
 __all__ = [
@@ -13,4 +14,6 @@ __all__ = [
     "TokenSource",
     "remote_url_problem",
     "shown_url",
+    "stalled_found",
+    "stalled_words",
 ]

@@ -11,8 +11,9 @@ notification, a reply that names another request (H4) or a payload of the wrong
 shape; an error reply becomes the same typed error a local provider's would (X1,
 X2), whatever the status it came with (``error_reply``: a server may answer its
 error envelope with a 4xx or 5xx). A body that reads as the other binding's reply
-(or an empty 2xx body under ``jsonrpc``: a CGP-SDK server's answer to a message it
-does not understand) says which binding to set. Plain synchronous code.
+(or an empty 2xx body: under ``jsonrpc`` a CGP-SDK server's answer to a message it
+does not understand, under ``cgp`` a JSON-RPC server's to a notification) says which
+binding to set. Plain synchronous code.
 """
 
 from __future__ import annotations
@@ -45,6 +46,12 @@ _SAY_CGP = f'{CGP_SDK_WIRE}: set binding = "cgp" (check-provider: --binding cgp)
 _SAY_JSONRPC = (
     'the body is a JSON-RPC response: set binding = "jsonrpc" (check-provider: --binding jsonrpc)'
 )
+#: What to set when the body is empty under ``cgp``: a JSON-RPC server's answer (a 204,
+#: say) to an envelope, which it reads as a notification (no ``jsonrpc`` member, no id).
+_SAY_JSONRPC_EMPTY = (
+    "an empty body is a JSON-RPC server's answer to what it reads as a notification: "
+    'set binding = "jsonrpc" (check-provider: --binding jsonrpc)'
+)
 
 
 def _one(body: bytes) -> bytes:
@@ -59,10 +66,12 @@ def _answers(message: Reply | Refusal, request: Request) -> bool:
 
 
 def other_binding(codec: Codec, body: bytes) -> str | None:
-    """The binding to set when ``body`` is the other binding's reply (or, under
-    ``jsonrpc``, empty); ``None`` when nothing says so. Each binding's own codec reads
-    it, the envelope's first: it checks a body's shape whole, where JSON-RPC's needs
-    only a ``result`` member (which a ``frames`` envelope has). Nothing is quoted."""
+    """The binding to set when ``body`` is the other binding's reply, or empty (under
+    ``jsonrpc``, a CGP SDK server's answer to what it does not understand; under ``cgp``,
+    a JSON-RPC server's to what it reads as a notification); ``None`` when nothing says
+    so. Each binding's own codec reads it, the envelope's first: it checks a body's
+    shape whole, where JSON-RPC's needs only a ``result`` member (which a ``frames``
+    envelope has). Nothing is quoted."""
     body = _one(body)
     if codec.name not in ("jsonrpc", "cgp"):
         return None
@@ -71,6 +80,8 @@ def other_binding(codec: Codec, body: bytes) -> str | None:
     envelope = isinstance(CgpCodec(provider_id).read(body), Reply | Refusal)
     if codec.name == "jsonrpc":
         return _SAY_CGP if envelope or not body.strip() else None
+    if not body.strip():
+        return _SAY_JSONRPC_EMPTY
     if not envelope and isinstance(JsonRpcCodec(provider_id).read(body), Reply | Refusal):
         return _SAY_JSONRPC
     return None

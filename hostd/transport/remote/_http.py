@@ -39,8 +39,9 @@ The words for what the user must fix are made here, once, for every caller of an
 endpoint (a provider's leg, the reranker): a refusal names where the token comes
 from (``$VAR`` or the token file, never the token), a certificate no trusted CA
 signed names ``ca_file``, a handshake that got no reply at all what to check
-(``hostd._hints.no_remote_handshake``: the url, TLS, the token, a proxy, its start
-deadline, each named by its provider's own keys): httpx's
+(``hostd._hints.no_remote_handshake``: the url, TLS, the token, its start deadline, a
+proxy, each named by its provider's own keys), after the stage it stalled in
+(``handshake_missed``, within a health's ``MAX_ERROR_CHARS``): httpx's
 errors are translated in ``_httpx``, the one module that imports httpx. This module
 imports only ``hostd.protocol``, ``hostd.errors`` and those words of hostd.
 """
@@ -51,6 +52,7 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import urlsplit
 
 import anyio
 
@@ -84,6 +86,7 @@ from .._readiness import Readiness
 from .._redact import REDACTED
 from ..bindings import Codec, Request, check_ack, find_binding
 from ._body import error_reply, other_binding, read_as, read_reply
+from ._stage import Progress, stalled_words
 from ._url import Credential, TokenSource, remote_url_problem, shown_url
 
 if TYPE_CHECKING:
@@ -197,12 +200,15 @@ class RemoteEndpoint:
             "exchanges": self.exchanges,
         }
 
-    async def exchange(self, request: Request, read: Callable[[Any], T]) -> T:
+    async def exchange(
+        self, request: Request, read: Callable[[Any], T], progress: Progress | None = None
+    ) -> T:
         """POST one request body; the one reply in the response, read by ``read`` (the
         codec's model of what was asked) and checked. Every error leaves through the
-        redactor: no token, even one the peer echoed (C8)."""
+        redactor: no token, even one the peer echoed (C8). ``progress``: told the stage
+        the request is in (``_stage``), for a caller whose deadline may end it."""
         try:
-            body = await self._post(request.body, request)
+            body = await self._post(request.body, request, progress)
             return read_as(read, read_reply(self.codec, request, body))
         except HostdError as exc:
             self.redactor.error(exc)
@@ -252,7 +258,11 @@ class RemoteEndpoint:
         return self._headers
 
     def _send(
-        self, body: bytes, credential: Credential | None, request: Request | None
+        self,
+        body: bytes,
+        credential: Credential | None,
+        request: Request | None,
+        progress: Progress | None = None,
     ) -> AbstractAsyncContextManager[httpx.Response]:
         """The exchange of ``body`` (``HttpPool.exchange``): its response within the block."""
         self.exchanges += 1
@@ -260,15 +270,17 @@ class RemoteEndpoint:
         # A body posted as it is (``post``) is a rerank request, a read as well.
         kind = "rerank" if request is None else request.kind
         if kind not in {"rerank", *_READS}:
-            return self.client.exchange(body, headers)
+            return self.client.exchange(body, headers, progress=progress)
 
         def retried(error: str) -> None:
             self.exchanges += 1
             log.info("provider.remote.resent", provider=self.provider_id, kind=kind, error=error)
 
-        return self.client.exchange(body, headers, retry=retried)
+        return self.client.exchange(body, headers, retry=retried, progress=progress)
 
-    async def _post(self, body: bytes, request: Request | None = None) -> bytes:
+    async def _post(
+        self, body: bytes, request: Request | None = None, progress: Progress | None = None
+    ) -> bytes:
         """POST ``body``; the 2xx response's body. ``request``: the codec's request the
         body is, so that a non-2xx response carrying its error reply is read as one."""
         try:
@@ -276,7 +288,7 @@ class RemoteEndpoint:
         except CredentialUnavailable:
             self._refused_with = None
             raise
-        async with self._send(body, sent, request) as response:
+        async with self._send(body, sent, request, progress) as response:
             if response.status_code != 401 or not self.tokens.configured:
                 return await self._read(response, sent, request)
         # The token may have been rotated under a stat that cannot show it (a rewrite
@@ -285,7 +297,7 @@ class RemoteEndpoint:
         fresh = self.reload_credential()
         if fresh == sent:
             raise self._refused(401, sent)
-        async with self._send(body, fresh, request) as response:
+        async with self._send(body, fresh, request, progress) as response:
             return await self._read(response, fresh, request)
 
     async def _read(
@@ -302,7 +314,10 @@ class RemoteEndpoint:
             )
         if not 200 <= status < 300:
             raise await self._status_error(response, request)
-        return await self.client.read_bounded(response, self.max_body_bytes)
+        body = await self.client.read_bounded(response, self.max_body_bytes)
+        if _html(response) and body.lstrip()[:1] == b"<":  # labelled and shaped as a page
+            raise RemoteWire(html_page(status))
+        return body
 
     async def _status_error(self, response: httpx.Response, request: Request | None) -> HostdError:
         """What a non-2xx status (not 401/403, not a redirect) fails the exchange with: the
@@ -312,7 +327,11 @@ class RemoteEndpoint:
         is the other binding's reply. Never the body: an error page may echo the
         request, headers and all."""
         status = response.status_code
-        failed = RemoteTransport(f"HTTP {status}", http_status=status)
+        said = f"HTTP {status}"
+        if status == 404:  # the server is there; the url names a path it does not serve
+            path = urlsplit(self.url).path or "/"
+            said = f"HTTP 404: the server has no such path: check the url's path ({path})"
+        failed = RemoteTransport(said, http_status=status)
         if request is None:  # a peer on no CGP binding (``post``): the status says it
             return failed
         try:
@@ -329,12 +348,39 @@ class RemoteEndpoint:
             )
             return answered
         hint = other_binding(self.codec, body) if body.strip() else None
-        if hint is None:
-            return failed
-        return RemoteTransport(f"HTTP {status}; {hint}", http_status=status)
+        if hint is not None:
+            return RemoteTransport(f"HTTP {status}; {hint}", http_status=status)
+        if status != 404 and _html(response):  # a 404's page says less than its path
+            return RemoteTransport(html_page(status), http_status=status)
+        return failed
 
     async def aclose(self) -> None:
         await self.client.aclose()
+
+
+def _html(response: httpx.Response) -> bool:
+    """Whether the response says it is an HTML page (its ``Content-Type``): a proxy's or
+    a web server's error page, not the provider's JSON. Any other type is read as the
+    body it is (docs/remote.md: ``application/json`` expected, ``text/plain`` read too)."""
+    media = response.headers.get("content-type", "").split(";")[0].strip().lower()
+    return media in ("text/html", "application/xhtml+xml")
+
+
+def html_page(status: int) -> str:
+    """What an HTML page where a reply was expected is told as (never its text: a page
+    may echo the request, its credential included)."""
+    return f"the server answered an HTML page (status {status}), not JSON"
+
+
+def handshake_missed(timeout_s: float, stage: str, section: str) -> str:
+    """A handshake past its deadline: the deadline, where it stalled (``stalled_words``),
+    then what to check, named after ``section`` (``no_remote_handshake``). In that
+    order, the most telling first: a health keeps ``MAX_ERROR_CHARS`` of it, which hold
+    it whole for a provider id of up to 64 characters and any ``start_timeout_s``."""
+    return (
+        f"no handshake reply within {timeout_s * 1000:.0f} ms: {stalled_words(stage)}; "
+        f"{no_remote_handshake(section)}"
+    )
 
 
 def _left(deadline: float | None) -> float | None:
@@ -382,17 +428,20 @@ class RemoteConnection(Acked):
         credential is read again first: a (re)start takes a rotated token whatever the
         token file's stat says."""
         endpoint.reload_credential()
+        progress = Progress()
         try:
             with anyio.fail_after(handshake_timeout):
                 codec = endpoint.codec
-                ack = await endpoint.exchange(codec.handshake(host), codec.handshake_ack)
+                handshake = codec.handshake(host)
+                ack = await endpoint.exchange(handshake, codec.handshake_ack, progress)
         except TimeoutError:
-            # No pipe to flush here: what to check instead, in hostd's words only (the
-            # peer said nothing), so the leg, the status and the log event all say it.
+            # No pipe to flush here: where it stalled and what to check instead, in
+            # hostd's words only (the peer said nothing), so the leg, the status and the
+            # log event all say it; ``stalled`` for a later leg (the pool's words).
             raise ProviderTimeout(
-                f"no handshake reply within {handshake_timeout * 1000:.0f} ms; "
-                f"{no_remote_handshake(endpoint.section)}",
+                handshake_missed(handshake_timeout, progress.stage, endpoint.section),
                 stage="handshake",
+                stalled=progress.stage,
             ) from None
         try:
             check_ack(ack)

@@ -32,6 +32,8 @@ import httpx
 from hostd._hints import FLAGS, key_named
 from hostd.errors import RemoteCertificate, RemoteTransport, RemoteWire
 
+from ._stage import Progress
+
 __all__ = ["HttpPool"]
 
 _MAX_ERROR_TEXT = 200
@@ -316,17 +318,19 @@ class HttpPool:
         headers: httpx.Headers,
         *,
         retry: Callable[[str], None] | None = None,
+        progress: Progress | None = None,
     ) -> AsyncIterator[httpx.Response]:
         """``async with pool.exchange(body, headers) as response``: ``_send``'s response,
         its body read within the block (``read_bounded``), closed as it ends. The whole
         exchange is on one client: one replaced meanwhile (``_reload_trust``) is closed
-        once the block ends, not under it."""
+        once the block ends, not under it. ``progress``: told each stage the request
+        begins (httpcore's trace), so a deadline that ends it can say where it stalled."""
         if self._trust_failed:
             await self._reload_trust()
         lease = self._current
         lease.users += 1
         try:
-            response = await self._send(lease.http, body, headers, retry)
+            response = await self._send(lease.http, body, headers, retry, progress)
             try:
                 yield response
             finally:
@@ -341,6 +345,7 @@ class HttpPool:
         body: bytes,
         headers: httpx.Headers,
         retry: Callable[[str], None] | None,
+        progress: Progress | None = None,
     ) -> httpx.Response:
         """POST ``body`` on ``client``; the response, its body not read yet.
 
@@ -352,30 +357,43 @@ class HttpPool:
         changes nothing. A write is never sent twice. The caller's deadline bounds both
         tries; the second one's failure is the request's."""
         try:
-            return await self._post(client, body, headers)
+            return await self._post(client, body, headers, progress)
         except httpx.HTTPError as exc:
             if not _unanswered(exc):
                 raise self._error(exc) from exc
             if retry is None:
                 raise RemoteTransport(
                     f"{type(exc).__name__}: the server closed the connection without "
-                    "answering (a write is not sent twice)"
+                    f"answering (a write is not sent twice){self._plain_hint()}"
                 ) from exc
             retry(type(exc).__name__)
         try:
-            return await self._post(client, body, headers)
+            return await self._post(client, body, headers, progress)
         except httpx.HTTPError as exc:
             if not _unanswered(exc):
                 raise self._error(exc) from exc
             # one clear error, said once: asking a third time would be a loop
             raise RemoteTransport(
-                f"{type(exc).__name__}: the server closed the connection without answering, twice"
+                f"{type(exc).__name__}: the server closed the connection without answering, "
+                f"twice{self._plain_hint()}"
             ) from exc
 
+    def _plain_hint(self) -> str:
+        """After a connection closed unanswered: a TLS server reads a plain request as a
+        broken handshake and closes, so an ``http://`` url may be the cause."""
+        if self.url.scheme != "http":
+            return ""
+        return "; the url is http://: if the server speaks TLS on that port, use https://"
+
     async def _post(
-        self, client: httpx.AsyncClient, body: bytes, headers: httpx.Headers
+        self,
+        client: httpx.AsyncClient,
+        body: bytes,
+        headers: httpx.Headers,
+        progress: Progress | None = None,
     ) -> httpx.Response:
-        request = httpx.Request("POST", self.url, content=body, headers=headers)
+        traced = {} if progress is None else {"trace": progress.trace}
+        request = httpx.Request("POST", self.url, content=body, headers=headers, extensions=traced)
         return await client.send(request, stream=True)
 
     async def read_bounded(self, response: httpx.Response, limit: int) -> bytes:
