@@ -230,6 +230,35 @@ def test_a_command_finding_no_daemon_loads_none_of_the_daemon(tmp_path: Path, co
     assert [m for m in ("tqdm", "jsonschema") if m in modules] == []
 
 
+def test_the_daemons_params_load_without_the_daemon() -> None:
+    """``hostd compose --connect`` checks its params as the daemon would (the daemon's
+    ``ComposeParams``) before it sends them: that loads the params' module alone, none of
+    the daemon's method table, engine, pipeline or composition library, and no wire
+    model (the rule check an ``as_of`` needs loads with the first ``as_of``)."""
+    found = (
+        f"','.join(m for m in sys.modules if m.startswith({(*DAEMON, *WIRE_MODELS)!r})) or 'none'"
+    )
+    code = (
+        "import sys\nfrom hostd.server import ComposeParams\n"
+        "ComposeParams.model_validate({'goal': 'g'})\n"
+        f"print('loaded=' + ({found}))\n"
+        "ComposeParams.model_validate({'goal': 'g', 'as_of': '2026-01-02'})\n"
+        "print('loaded=' + str('hostd.protocol._rules' in sys.modules))\n"
+    )
+    assert _run(code) == ["hostd.server,hostd.server._params", "True"]
+
+
+def test_compose_connect_finding_no_daemon_loads_none_of_the_daemon(tmp_path: Path) -> None:
+    """``hostd compose --connect`` talks to a daemon: up to its connection (here none
+    answers) it loads the daemon's params and nothing else of the daemon's."""
+    status, modules = _modules_of_command(
+        tmp_path, "compose", "--wait", "0", "--connect", "", "a goal"
+    )
+    assert status == 3  # no daemon
+    daemon = [m for m in modules if m.startswith((*DAEMON, *WIRE_MODELS, "hostd.transport"))]
+    assert sorted(daemon) == ["hostd.server", "hostd.server._params"]
+
+
 @pytest.mark.parametrize("argv", [["--version"], ["compose", "--help"]])
 def test_a_command_that_logs_nothing_loads_no_log_library(tmp_path: Path, argv: list[str]) -> None:
     """``hostd --version`` and a command's ``--help`` end before any log is configured

@@ -11,8 +11,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
-from hostd.protocol import utc_timestamp
-
 __all__ = [
     "CancelParams",
     "ComposeParams",
@@ -61,6 +59,10 @@ def _as_utc(value: Any) -> Any:
     """A date or a time with an offset as the F4 UTC stamp providers are sent; anything
     else as it came, for the F4 check to refuse in its words."""
     if isinstance(value, str) and len(value) <= 64:
+        # Here, not at import: the rule checks build the wire models, which a command
+        # checking its params before it sends them (``hostd compose --connect``) needs not.
+        from hostd.protocol import utc_timestamp
+
         return utc_timestamp(value) or value
     return value
 
