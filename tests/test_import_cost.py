@@ -248,6 +248,37 @@ def test_the_daemons_params_load_without_the_daemon() -> None:
     assert _run(code) == ["hostd.server,hostd.server._params", "True"]
 
 
+def test_the_daemons_params_build_their_validators_on_first_use() -> None:
+    """A daemon's start validates no request: each method's params model is built by
+    the first request of that method, not by the daemon's import."""
+    built = "print('loaded=' + ','.join(str(m.__pydantic_complete__) for m in models))\n"
+    code = (
+        "import hostd.server._daemon\nfrom hostd.server._params import ComposeParams, NoParams\n"
+        "models = [ComposeParams, NoParams]\n"
+        + built
+        + "ComposeParams.model_validate({'goal': 'g'})\n"
+        + built
+    )
+    assert _run(code) == ["False,False", "True,False"]
+
+
+def test_the_envelope_and_memory_models_build_on_first_use() -> None:
+    """Only a provider speaking the envelope wire needs the envelope models, and only
+    remember and forget the memory ones: a daemon's import builds neither."""
+    built = "print('loaded=' + ','.join(str(m.__pydantic_complete__) for m in models))\n"
+    code = (
+        "import hostd.server._daemon\n"
+        "from hostd.protocol import ErrorEnvelope, RememberRequest, parse_envelope\n"
+        "models = [ErrorEnvelope, RememberRequest]\n"
+        + built
+        + "parse_envelope({'type': 'error', 'message': 'm'})\n"
+        + "RememberRequest.model_validate({'kind': 'k', 'title': 't', 'content': 'c'})\n"
+        + "print('loaded=' + str(ErrorEnvelope(message='m').message == 'm'))\n"
+        + built
+    )
+    assert _run(code) == ["False,False", "True", "True,True"]
+
+
 def test_compose_connect_finding_no_daemon_loads_none_of_the_daemon(tmp_path: Path) -> None:
     """``hostd compose --connect`` talks to a daemon: up to its connection (here none
     answers) it loads the daemon's params and nothing else of the daemon's."""

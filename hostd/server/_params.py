@@ -45,8 +45,10 @@ _Count = Annotated[int, Field(strict=True)]
 
 
 class _Params(BaseModel):
-    # Our own API: a misspelt member is a named error, not silently ignored.
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Our own API: a misspelt member is a named error, not silently ignored. Each model's
+    # validator is built by its first use (a daemon serves a few of these methods, and
+    # its start none), not by every daemon's import.
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class FloorParam(_Params):
