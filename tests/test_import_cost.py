@@ -248,6 +248,21 @@ def test_the_daemons_params_load_without_the_daemon() -> None:
     assert _run(code) == ["hostd.server,hostd.server._params", "True"]
 
 
+def test_the_daemon_loads_the_quality_package_as_it_records_or_calibrates() -> None:
+    """A daemon's start names its calibration file and loads nothing else of
+    hostd.quality: the recorder loads with ``[shadow]``, calibration with the first
+    ``calibrated`` request, the CLI's faces (replay, eval) with their commands."""
+    found = "','.join(m for m in sys.modules if m.startswith('hostd.quality')) or 'none'"
+    code = (
+        "import sys\nimport hostd.server._daemon\n"
+        f"print('loaded=' + ({found}))\n"
+        "from hostd.quality import ShadowRecorder, run_eval\n"
+        "print('loaded=' + str(['hostd.quality._recorder' in sys.modules,"
+        " 'hostd.quality._run' in sys.modules]).replace(' ', ''))\n"
+    )
+    assert _run(code) == ["hostd.quality,hostd.quality._paths", "[True,True]"]
+
+
 def test_the_daemons_params_build_their_validators_on_first_use() -> None:
     """A daemon's start validates no request: each method's params model is built by
     the first request of that method, not by the daemon's import."""
