@@ -11,7 +11,9 @@ launch to exit, in milliseconds; the figure is the median of ``--samples`` sampl
   and daemon tests start it;
 - ``import hostd.cli._checks``: what ``hostd check-provider`` loads (the command the
   CLI tests run most);
-- ``import hostd.server``: ``python -c "import hostd.server"``, a daemon's imports.
+- ``import hostd.server._daemon``: ``python -c "import hostd.server._daemon"``, a
+  daemon's imports (the ``Daemon`` ``hostd serve`` builds; the package alone loads each
+  of its names with the name's first use).
 
 ``--base DIR`` measures another checkout beside this one, samples alternating (this,
 base, base, this, ...: a loaded machine slows both alike), and prints each figure's
@@ -40,7 +42,7 @@ PROCESSES: dict[str, tuple[list[str], bool]] = {
     "hostd --version": (["-m", "hostd", "--version"], False),
     "healthy_provider": (["-m", "tests.fixtures.healthy_provider"], True),
     "import hostd.cli._checks": (["-c", "import hostd.cli._checks"], False),
-    "import hostd.server": (["-c", "import hostd.server"], False),
+    "import hostd.server._daemon": (["-c", "import hostd.server._daemon"], False),
 }
 
 

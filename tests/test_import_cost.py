@@ -230,6 +230,81 @@ def test_a_command_finding_no_daemon_loads_none_of_the_daemon(tmp_path: Path, co
     assert [m for m in ("tqdm", "jsonschema") if m in modules] == []
 
 
+def test_the_daemons_params_load_without_the_daemon() -> None:
+    """``hostd compose --connect`` checks its params as the daemon would (the daemon's
+    ``ComposeParams``) before it sends them: that loads the params' module alone, none of
+    the daemon's method table, engine, pipeline or composition library, and no wire
+    model (the rule check an ``as_of`` needs loads with the first ``as_of``)."""
+    found = (
+        f"','.join(m for m in sys.modules if m.startswith({(*DAEMON, *WIRE_MODELS)!r})) or 'none'"
+    )
+    code = (
+        "import sys\nfrom hostd.server import ComposeParams\n"
+        "ComposeParams.model_validate({'goal': 'g'})\n"
+        f"print('loaded=' + ({found}))\n"
+        "ComposeParams.model_validate({'goal': 'g', 'as_of': '2026-01-02'})\n"
+        "print('loaded=' + str('hostd.protocol._rules' in sys.modules))\n"
+    )
+    assert _run(code) == ["hostd.server,hostd.server._params", "True"]
+
+
+def test_the_daemon_loads_the_quality_package_as_it_records_or_calibrates() -> None:
+    """A daemon's start names its calibration file and loads nothing else of
+    hostd.quality: the recorder loads with ``[shadow]``, calibration with the first
+    ``calibrated`` request, the CLI's faces (replay, eval) with their commands."""
+    found = "','.join(m for m in sys.modules if m.startswith('hostd.quality')) or 'none'"
+    code = (
+        "import sys\nimport hostd.server._daemon\n"
+        f"print('loaded=' + ({found}))\n"
+        "from hostd.quality import ShadowRecorder, run_eval\n"
+        "print('loaded=' + str(['hostd.quality._recorder' in sys.modules,"
+        " 'hostd.quality._run' in sys.modules]).replace(' ', ''))\n"
+    )
+    assert _run(code) == ["hostd.quality,hostd.quality._paths", "[True,True]"]
+
+
+def test_the_daemons_params_build_their_validators_on_first_use() -> None:
+    """A daemon's start validates no request: each method's params model is built by
+    the first request of that method, not by the daemon's import."""
+    built = "print('loaded=' + ','.join(str(m.__pydantic_complete__) for m in models))\n"
+    code = (
+        "import hostd.server._daemon\nfrom hostd.server._params import ComposeParams, NoParams\n"
+        "models = [ComposeParams, NoParams]\n"
+        + built
+        + "ComposeParams.model_validate({'goal': 'g'})\n"
+        + built
+    )
+    assert _run(code) == ["False,False", "True,False"]
+
+
+def test_the_envelope_and_memory_models_build_on_first_use() -> None:
+    """Only a provider speaking the envelope wire needs the envelope models, and only
+    remember and forget the memory ones: a daemon's import builds neither."""
+    built = "print('loaded=' + ','.join(str(m.__pydantic_complete__) for m in models))\n"
+    code = (
+        "import hostd.server._daemon\n"
+        "from hostd.protocol import ErrorEnvelope, RememberRequest, parse_envelope\n"
+        "models = [ErrorEnvelope, RememberRequest]\n"
+        + built
+        + "parse_envelope({'type': 'error', 'message': 'm'})\n"
+        + "RememberRequest.model_validate({'kind': 'k', 'title': 't', 'content': 'c'})\n"
+        + "print('loaded=' + str(ErrorEnvelope(message='m').message == 'm'))\n"
+        + built
+    )
+    assert _run(code) == ["False,False", "True", "True,True"]
+
+
+def test_compose_connect_finding_no_daemon_loads_none_of_the_daemon(tmp_path: Path) -> None:
+    """``hostd compose --connect`` talks to a daemon: up to its connection (here none
+    answers) it loads the daemon's params and nothing else of the daemon's."""
+    status, modules = _modules_of_command(
+        tmp_path, "compose", "--wait", "0", "--connect", "", "a goal"
+    )
+    assert status == 3  # no daemon
+    daemon = [m for m in modules if m.startswith((*DAEMON, *WIRE_MODELS, "hostd.transport"))]
+    assert sorted(daemon) == ["hostd.server", "hostd.server._params"]
+
+
 @pytest.mark.parametrize("argv", [["--version"], ["compose", "--help"]])
 def test_a_command_that_logs_nothing_loads_no_log_library(tmp_path: Path, argv: list[str]) -> None:
     """``hostd --version`` and a command's ``--help`` end before any log is configured

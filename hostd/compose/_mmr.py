@@ -18,6 +18,7 @@ candidate set.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
@@ -44,7 +45,14 @@ _SHINGLE = 3
 # Words: runs of letters and digits, except that every CJK, kana or hangul character is
 # a word of its own (those scripts put no spaces between words).
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
-_WORD_RE = re.compile(rf"[^\W{_CJK}]+|[{_CJK}]")
+_WORD = rf"[^\W{_CJK}]+|[{_CJK}]"
+
+
+@functools.cache
+def _word_re() -> re.Pattern[str]:
+    # Compiled by the first ``mmr`` composition, not at import: its character classes
+    # cost more than any other pattern a daemon's start compiles, for a policy asked by name.
+    return re.compile(_WORD)
 
 
 def shingles(text: str | None) -> frozenset[str]:
@@ -52,7 +60,7 @@ def shingles(text: str | None) -> frozenset[str]:
     shingle of all of them, an empty one has none."""
     if not text:
         return frozenset()
-    words = _WORD_RE.findall(text.casefold())
+    words = _word_re().findall(text.casefold())
     if len(words) <= _SHINGLE:
         return frozenset(["\x00".join(words)]) if words else frozenset()
     return frozenset(map("\x00".join, zip(*(words[k:] for k in range(_SHINGLE)), strict=False)))

@@ -21,7 +21,7 @@ import functools
 import inspect
 from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
@@ -49,13 +49,15 @@ from hostd.protocol import (
     check_timestamp,
     parse_timestamp,
 )
-from hostd.quality import Composition, Feedback, ShadowRecorder
 
 from ._advice import budget_hint
 from ._coverage import coverage_caps, explain_caps
 from ._degraded import degradations
 from ._prepare import Prepared, Preparer, RerankPreparer, preparers
 from ._request import ComposeRequest, Progress, QueryRequest
+
+if TYPE_CHECKING:  # the recorder's types: the package loads with [shadow] (the daemon's)
+    from hostd.quality import Feedback, ShadowRecorder
 
 __all__ = ["USAGE_KEPT", "Pipeline"]
 
@@ -263,6 +265,8 @@ class Pipeline:
             kept = dict(caps) if caps is not None else None
             # What span merging was handed goes by reference: the recorder keeps line
             # counts of it, and only for a record that keeps content (``hold``).
+            from hostd.quality import Composition  # loaded with the recorder
+
             composition = Composition(
                 request_id,
                 request.goal,

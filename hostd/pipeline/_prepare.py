@@ -24,7 +24,7 @@ from hostd.compose import Calibrated, PrecomputedOrder, Strategy
 from hostd.config import Config, RerankerSettings
 from hostd.engine import FanOut, RerankService, rerank_order
 from hostd.protocol import ContextFrame
-from hostd.quality import bind_calibration, calibration_path
+from hostd.quality import calibration_path
 
 from ._degraded import Degraded
 from ._request import QueryRequest
@@ -69,6 +69,8 @@ class CalibratedPreparer:
         self.path = path
 
     async def prepare(self, strategy: Any, request: QueryRequest, fan: FanOut) -> Prepared:
+        from hostd.quality import bind_calibration  # by the first calibrated request
+
         bound = await anyio.to_thread.run_sync(bind_calibration, strategy, self.path)
         assert isinstance(bound, Calibrated)  # bind_calibration keeps the policy's type
         cal = bound.calibration

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import Field, TypeAdapter
+from pydantic import ConfigDict, Field, TypeAdapter
 
 from ._models import (
     Capabilities,
@@ -31,12 +32,19 @@ __all__ = [
 ]
 
 
+#: Each envelope's validator is built by its first use: only a provider speaking the
+#: envelope wire (a CGP SDK's) needs them, and a daemon's start builds none.
+_ON_USE = ConfigDict(defer_build=True)
+
+
 class HandshakeEnvelope(WireModel):
+    model_config = _ON_USE
     type: Literal["handshake"] = "handshake"
     protocol_version: str
 
 
 class HandshakeAckEnvelope(WireModel):
+    model_config = _ON_USE
     type: Literal["handshake_ack"] = "handshake_ack"
     protocol_version: str
     provider: ProviderInfo
@@ -44,23 +52,27 @@ class HandshakeAckEnvelope(WireModel):
 
 
 class QueryEnvelope(WireModel):
+    model_config = _ON_USE
     type: Literal["query"] = "query"
     query: ContextQuery
     id: str | None = None
 
 
 class FramesEnvelope(WireModel):
+    model_config = _ON_USE
     type: Literal["frames"] = "frames"
     result: ContextQueryResult
     id: str | None = None
 
 
 class VerifyEnvelope(WireModel):
+    model_config = _ON_USE
     type: Literal["verify"] = "verify"
     request: VerifyRequest
 
 
 class VerifiedEnvelope(WireModel):
+    model_config = _ON_USE
     type: Literal["verified"] = "verified"
     response: VerifyResponse
     #: Optional: SPEC prose correlates verify by id, the schema forbids it (vectors README).
@@ -68,10 +80,12 @@ class VerifiedEnvelope(WireModel):
 
 
 class ShutdownEnvelope(WireModel):
+    model_config = _ON_USE
     type: Literal["shutdown"] = "shutdown"
 
 
 class ErrorEnvelope(WireModel):
+    model_config = _ON_USE
     type: Literal["error"] = "error"
     message: str
     id: str | None = None
@@ -90,7 +104,11 @@ Envelope = Annotated[
     Field(discriminator="type"),
 ]
 
-_ENVELOPE: TypeAdapter[Any] = TypeAdapter(Envelope)
+
+@functools.cache
+def _envelope() -> TypeAdapter[Any]:
+    return TypeAdapter(Envelope)  # built by the first envelope parsed (_ON_USE)
+
 
 #: The envelope vocabulary of this revision (SPEC §2.1): every ``type`` hostd implements.
 ENVELOPE_TYPES: frozenset[str] = frozenset(
@@ -109,4 +127,4 @@ def parse_envelope(data: Any) -> Any:
         kind = data.get("type")
         if isinstance(kind, str) and kind not in ENVELOPE_TYPES:
             return None
-    return _ENVELOPE.validate_python(data)
+    return _envelope().validate_python(data)

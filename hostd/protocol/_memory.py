@@ -12,6 +12,8 @@ members (U1), as every wire model does; values are judged by whoever stores them
 
 from __future__ import annotations
 
+from pydantic import ConfigDict
+
 from ._models import WireModel
 
 __all__ = [
@@ -27,10 +29,16 @@ REMEMBER_METHOD = "memory/remember"
 FORGET_METHOD = "memory/forget"
 
 
+#: Each model's validator is built by its first use: a provider that stores memory and
+#: the daemon's remember and forget need them, a daemon's start none.
+_ON_USE = ConfigDict(defer_build=True)
+
+
 class RememberRequest(WireModel):
     """Params of ``memory/remember``: one new entry. ``supersedes``: the id of an entry
     whose window closes at this one's ``valid_from`` (both in one transaction)."""
 
+    model_config = _ON_USE
     kind: str
     title: str
     content: str
@@ -43,6 +51,7 @@ class RememberResult(WireModel):
     """The committed entry: its frame ``id``, when it was recorded, its window, and the
     entry it superseded (if it did)."""
 
+    model_config = _ON_USE
     id: str
     recorded_at: str
     valid_from: str
@@ -53,6 +62,7 @@ class RememberResult(WireModel):
 class ForgetRequest(WireModel):
     """Params of ``memory/forget``: the id of the entry to delete."""
 
+    model_config = _ON_USE
     id: str
 
 
@@ -63,6 +73,7 @@ class ForgetResult(WireModel):
     deleted now (``reopened`` then says what that first forget reopened); absent
     (``None``) when it was deleted now, as a provider that predates the member answers."""
 
+    model_config = _ON_USE
     forgotten: str
     reopened: str | None = None
     already: bool | None = None

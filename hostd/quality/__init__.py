@@ -31,61 +31,147 @@ in the prompt (``_eval_report``). ``--from-shadow`` draws the questions from
 recorded traffic with feedback instead (``_traffic``), scored the same way. It
 uses the client API (a running daemon or one in-process) and the composition
 library; it never ranks by itself.
+
+Each name loads its module with the name's first use (``_LAZY``): a daemon records,
+takes feedback and binds calibrations only when its config or a request asks, and the
+CLI's faces are the commands', so a daemon's start loads none of this package but the
+calibration file's name (``_paths``).
 """
 
-from ._calibrate import (
-    MIN_FRAMES,
-    MIN_REQUESTS,
-    bind_calibration,
-    calibration_path,
-    fit_calibration,
-    isotonic,
-    load_calibration,
-    parse_calibration,
-    write_calibration,
-)
-from ._credit import credited, members_of
-from ._eval_report import (
-    Paired,
-    Row,
-    degraded_note,
-    paired,
-    render_paired,
-    render_table,
-    summarise,
-    to_json,
-)
-from ._feedback import Feedback, resolve_used
-from ._frames import recorded_frames
-from ._gold import holds_gold, trim_to_gold
-from ._held import Composition, Held, build_record, hold
-from ._questions import STYLES, Gold, Question, QuestionSetError, load_questions, parse_questions
-from ._record import Candidate, Recorded
-from ._recorder import ShadowRecorder, shadow_path
-from ._replay import (
-    Replayed,
-    live_strategy,
-    recorded_verdict,
-    replay,
-    replay_all,
-)
-from ._replay_report import render_replay, replay_json, used_summary
-from ._run import (
-    DEFAULT_POLICIES,
-    OFFERED,
-    TRIM_ORACLE,
-    Asked,
-    Outcome,
-    Policy,
-    Session,
-    Verified,
-    alone,
-    run_eval,
-    score_asked,
-)
-from ._sources import spans_unmerged
-from ._store import ShadowStore
-from ._traffic import TRAFFIC, TrafficQuestion, asked_from_shadow, run_from_shadow
+import importlib
+import typing
+
+if typing.TYPE_CHECKING:
+    from ._calibrate import (
+        MIN_FRAMES,
+        MIN_REQUESTS,
+        bind_calibration,
+        fit_calibration,
+        isotonic,
+        load_calibration,
+        parse_calibration,
+        write_calibration,
+    )
+    from ._credit import credited, members_of
+    from ._eval_report import (
+        Paired,
+        Row,
+        degraded_note,
+        paired,
+        render_paired,
+        render_table,
+        summarise,
+        to_json,
+    )
+    from ._feedback import Feedback, resolve_used
+    from ._frames import recorded_frames
+    from ._gold import holds_gold, trim_to_gold
+    from ._held import Composition, Held, build_record, hold
+    from ._paths import calibration_path, shadow_path
+    from ._questions import (
+        STYLES,
+        Gold,
+        Question,
+        QuestionSetError,
+        load_questions,
+        parse_questions,
+    )
+    from ._record import Candidate, Recorded
+    from ._recorder import ShadowRecorder
+    from ._replay import (
+        Replayed,
+        live_strategy,
+        recorded_verdict,
+        replay,
+        replay_all,
+    )
+    from ._replay_report import render_replay, replay_json, used_summary
+    from ._run import (
+        DEFAULT_POLICIES,
+        OFFERED,
+        TRIM_ORACLE,
+        Asked,
+        Outcome,
+        Policy,
+        Session,
+        Verified,
+        alone,
+        run_eval,
+        score_asked,
+    )
+    from ._sources import spans_unmerged
+    from ._store import ShadowStore
+    from ._traffic import TRAFFIC, TrafficQuestion, asked_from_shadow, run_from_shadow
+
+#: Each name's module, loaded by the first use of the name: a daemon records, takes
+#: feedback and binds calibrations only when its config or a request asks (``[shadow]``,
+#: the ``calibrated`` policy), and the CLI's faces (replay, eval, their question sets,
+#: reports and traffic) are the commands'; a daemon's start loads none of them.
+_LAZY: dict[str, str] = {
+    **dict.fromkeys(
+        (
+            "MIN_FRAMES",
+            "MIN_REQUESTS",
+            "bind_calibration",
+            "fit_calibration",
+            "isotonic",
+            "load_calibration",
+            "parse_calibration",
+            "write_calibration",
+        ),
+        "._calibrate",
+    ),
+    **dict.fromkeys(("credited", "members_of"), "._credit"),
+    **dict.fromkeys(("Feedback", "resolve_used"), "._feedback"),
+    "recorded_frames": "._frames",
+    **dict.fromkeys(("Composition", "Held", "build_record", "hold"), "._held"),
+    **dict.fromkeys(("Candidate", "Recorded"), "._record"),
+    **dict.fromkeys(("calibration_path", "shadow_path"), "._paths"),
+    "ShadowRecorder": "._recorder",
+    "spans_unmerged": "._sources",
+    "ShadowStore": "._store",
+    **dict.fromkeys(
+        (
+            "Paired",
+            "Row",
+            "degraded_note",
+            "paired",
+            "render_paired",
+            "render_table",
+            "summarise",
+            "to_json",
+        ),
+        "._eval_report",
+    ),
+    **dict.fromkeys(("holds_gold", "trim_to_gold"), "._gold"),
+    **dict.fromkeys(
+        ("STYLES", "Gold", "Question", "QuestionSetError", "load_questions", "parse_questions"),
+        "._questions",
+    ),
+    **dict.fromkeys(
+        ("Replayed", "live_strategy", "recorded_verdict", "replay", "replay_all"), "._replay"
+    ),
+    **dict.fromkeys(("render_replay", "replay_json", "used_summary"), "._replay_report"),
+    **dict.fromkeys(
+        (
+            "DEFAULT_POLICIES",
+            "OFFERED",
+            "TRIM_ORACLE",
+            "Asked",
+            "Outcome",
+            "Policy",
+            "Session",
+            "Verified",
+            "alone",
+            "run_eval",
+            "score_asked",
+        ),
+        "._run",
+    ),
+    **dict.fromkeys(
+        ("TRAFFIC", "TrafficQuestion", "asked_from_shadow", "run_from_shadow"), "._traffic"
+    ),
+}
 
 __all__ = [
     "DEFAULT_POLICIES",
@@ -152,3 +238,16 @@ __all__ = [
     "used_summary",
     "write_calibration",
 ]
+
+
+def __getattr__(name: str) -> typing.Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # once: the next lookup is the module's own
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -46,7 +46,6 @@ __all__ = [
     "MIN_FRAMES",
     "MIN_REQUESTS",
     "bind_calibration",
-    "calibration_path",
     "fit_calibration",
     "isotonic",
     "load_calibration",
@@ -56,11 +55,6 @@ __all__ = [
 
 #: The file format's name and version; a file of another format is refused.
 FORMAT = "hostd-calibration/1"
-
-
-def calibration_path(state_dir: Path) -> Path:
-    """Where ``hostd calibrate`` writes the calibrated policy's maps, and reads them."""
-    return state_dir / "calibration.json"
 
 
 def isotonic(points: Sequence[tuple[float, float]]) -> MonotoneMap:

@@ -55,10 +55,11 @@ from hostd.logs import get_logger
 
 from ._feedback import Feedback, resolve_used
 from ._held import Composition, Held, hold
+from ._paths import shadow_path
 from ._record import Recorded
 from ._store import ShadowStore, unavailable
 
-__all__ = ["ShadowRecorder", "shadow_path"]
+__all__ = ["ShadowRecorder"]
 
 log = get_logger("hostd.quality")
 
@@ -105,11 +106,6 @@ class _Durable:
 
 #: A drawn composition is queued as held: its body is made on the writer thread.
 _Queued = _Item | _Durable | None
-
-
-def shadow_path(state_dir: Path) -> Path:
-    """The shadow store's file under ``state_dir``."""
-    return state_dir / "shadow.db"
 
 
 class ShadowRecorder:

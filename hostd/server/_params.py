@@ -11,8 +11,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
-from hostd.protocol import utc_timestamp
-
 __all__ = [
     "CancelParams",
     "ComposeParams",
@@ -47,8 +45,10 @@ _Count = Annotated[int, Field(strict=True)]
 
 
 class _Params(BaseModel):
-    # Our own API: a misspelt member is a named error, not silently ignored.
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Our own API: a misspelt member is a named error, not silently ignored. Each model's
+    # validator is built by its first use (a daemon serves a few of these methods, and
+    # its start none), not by every daemon's import.
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class FloorParam(_Params):
@@ -61,6 +61,10 @@ def _as_utc(value: Any) -> Any:
     """A date or a time with an offset as the F4 UTC stamp providers are sent; anything
     else as it came, for the F4 check to refuse in its words."""
     if isinstance(value, str) and len(value) <= 64:
+        # Here, not at import: the rule checks build the wire models, which a command
+        # checking its params before it sends them (``hostd compose --connect``) needs not.
+        from hostd.protocol import utc_timestamp
+
         return utc_timestamp(value) or value
     return value
 
