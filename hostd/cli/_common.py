@@ -28,7 +28,7 @@ import orjson
 
 from hostd._hints import duration
 from hostd.config import DEFAULT_WAIT_S, Config
-from hostd.errors import DaemonNotPermitted, HostdError, RpcError
+from hostd.errors import ConfigError, DaemonNotPermitted, HostdError, RpcError
 from hostd.protocol import CgpErrorCode, sha256_digest
 
 from ._outcome import NoDaemon, config_hint
@@ -51,6 +51,7 @@ __all__ = [
     "duration",
     "print_json",
     "session",
+    "socket_only_note",
     "stale_config",
     "strategy_arg",
     "token_file_arg",
@@ -118,6 +119,12 @@ def connect_arg(p: argparse.ArgumentParser) -> None:
         help="with --connect: wait this long for a daemon that is starting "
         f"(default: {DEFAULT_WAIT_S:g}; 0: fail at once)",
     )
+
+
+def socket_only_note(error: ConfigError) -> str:
+    """The line a command that needs only the daemon's socket says of a config that
+    does not load, before going on with that socket (``_main._config``)."""
+    return f"hostd: note: {error.message}; using its socket only\n"
 
 
 def token_file_arg(p: argparse.ArgumentParser) -> None:

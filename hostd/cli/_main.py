@@ -22,7 +22,7 @@ from hostd.errors import ConfigError, HostdError
 
 from ._check import add_check_command
 from ._commands import add_core_commands
-from ._common import EXIT_FAILED, EXIT_NO_DAEMON, EXIT_USAGE
+from ._common import EXIT_FAILED, EXIT_NO_DAEMON, EXIT_USAGE, socket_only_note
 from ._daemon import add_daemon_commands
 from ._memory import add_memory_command
 from ._outcome import NoDaemon
@@ -199,9 +199,11 @@ def _config(args: argparse.Namespace) -> Config:
     mcp), need only the daemon's socket: a config that no longer loads (an edit under a
     running daemon) does not lock them out of it; they say why and use the socket named
     (the file is moot then), else its ``host.socket``; the error is kept in
-    ``args.config_error`` for a ``NoDaemon`` to name (``_said``). ``reload``
-    (``daemon_reads_config``) says no note: the daemon reads the file and its refusal
-    names the error, as the line of a ``NoDaemon`` does, so it is said once."""
+    ``args.config_error`` for a ``NoDaemon`` to name (``_said``). ``status`` and
+    ``stop`` say its note only once a daemon answers (``_daemon._unloaded_note``): with
+    none, the line of the ``NoDaemon`` names the error, so it is said once. ``reload``
+    (``daemon_reads_config``) says no note at all: the daemon reads the file and its
+    refusal names the error."""
     try:
         return load_config(args.config)
     except ConfigError as exc:
@@ -216,8 +218,12 @@ def _config(args: argparse.Namespace) -> Config:
             # still a ConfigError when the file cannot be read at all
             socket = discover_socket(args.config)
             args.config_error = (exc, socket)
-        if not getattr(args, "daemon_reads_config", False):
-            sys.stderr.write(f"hostd: note: {exc.message}; using its socket only\n")
+        # Said once. Read raw for status or stop, the note waits for a daemon to answer
+        # (they say it then): with none, the NoDaemon's line names the error; reload's
+        # daemon names it itself.
+        waits = not named and getattr(args, "socket_only", False)
+        if not waits and not getattr(args, "daemon_reads_config", False):
+            sys.stderr.write(socket_only_note(exc))
         base = load_config(DEFAULT_CONFIG_PATH)
         return base.model_copy(update={"host": base.host.model_copy(update={"socket": socket})})
 

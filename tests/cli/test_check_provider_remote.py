@@ -180,6 +180,34 @@ def test_a_refused_token_from_a_variable_is_named_by_the_variable(remote: Served
     assert wrong not in said
 
 
+def test_no_credential_where_one_is_wanted_names_the_flags_that_give_one(remote: Served) -> None:
+    code, rows, _ = _check("--url", remote.url, "--ca-file", str(remote.ca_file))
+    assert code == 1
+    _assert_nothing_after_the_handshake(rows)
+    assert rows["handshake"]["detail"] == (
+        "unauthorized: remote provider refused the request (HTTP 401): it wants a "
+        "credential; set --token-env NAME or --token-file PATH"
+    )
+
+
+def test_no_credential_where_one_is_wanted_names_a_configured_providers_keys(
+    remote: Served, tmp_path: Path
+) -> None:
+    config = tmp_path / "hostd.toml"
+    config.write_text(
+        f'[host]\nsocket = "{tmp_path}/s.sock"\nstate_dir = "{tmp_path}/state"\n\n'
+        f'[[provider]]\nid = "team-search"\nurl = "{remote.url}"\nca_file = "{remote.ca_file}"\n'
+    )
+    code, rows, _ = _check("--config", str(config), "--provider", "team-search")
+    assert code == 1
+    _assert_nothing_after_the_handshake(rows)
+    assert rows["handshake"]["detail"] == (
+        "unauthorized: remote provider refused the request (HTTP 401): it wants a "
+        "credential; set [[provider]] 'team-search' token_env or [[provider]] "
+        "'team-search' token_file"
+    )
+
+
 def test_without_its_ca_file_the_handshake_names_the_ca_file_flag(remote: Served) -> None:
     # Given by flags, its CA is given by a flag too: the advice names it, not a config key.
     code, rows, said = _check("--url", remote.url, "--token-file", str(remote.token_file))

@@ -328,7 +328,7 @@ async def test_a_server_that_wants_a_credential_none_is_configured_for_says_whic
     assert report.status is LegStatus.UNAUTHORIZED
     assert report.error_message == (
         "remote provider refused the request (HTTP 401): it wants a credential; "
-        "set token_env or token_file"
+        "set [[provider]] 'remote' token_env or [[provider]] 'remote' token_file"
     )
 
 

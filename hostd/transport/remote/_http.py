@@ -56,7 +56,7 @@ from urllib.parse import urlsplit
 
 import anyio
 
-from hostd._hints import no_remote_handshake
+from hostd._hints import FLAGS, key_named, no_remote_handshake
 from hostd._log import get_logger
 from hostd.errors import (
     CredentialUnavailable,
@@ -107,14 +107,19 @@ E = TypeVar("E", bound=HostdError)
 _READS = frozenset({"handshake", "query", "verify"})
 
 
-def _refusal_text(status: int, tokens: TokenSource) -> str:
+def _refusal_text(status: int, tokens: TokenSource, section: str) -> str:
     """What a 401/403 tells the user to fix: where the token comes from (the variable's
-    name or the file's path, never the token; C8). The server's body is never quoted."""
+    name or the file's path, never the token; C8). The server's body is never quoted.
+    With none configured, the keys to set, named after ``section`` (``key_named``: the
+    flags that give them for a provider given by flags)."""
     where = tokens.named
     if where is None:
+        env, file = (key_named(section, key) for key in ("token_env", "token_file"))
+        if section == FLAGS:
+            env, file = f"{env} NAME", f"{file} PATH"
         return (
             f"remote provider refused the request (HTTP {status}): it wants a credential; "
-            "set token_env or token_file"
+            f"set {env} or {file}"
         )
     return f"remote provider refused the credential (HTTP {status}): check the token in {where}"
 
@@ -244,7 +249,9 @@ class RemoteEndpoint:
 
     def _refused(self, status: int, sent: Credential | None) -> ProviderUnauthorized:
         self._refused_with = sent
-        return ProviderUnauthorized(_refusal_text(status, self.tokens), http_status=status)
+        return ProviderUnauthorized(
+            _refusal_text(status, self.tokens, self.section), http_status=status
+        )
 
     def _headers_for(self, credential: Credential | None) -> httpx.Headers:
         """The request headers, made again only when the credential is another one."""
