@@ -11,9 +11,10 @@ module is imported, so it boots while that import waits its turn.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import anyio
@@ -101,11 +102,13 @@ runpy.run_module("tests.fixtures.healthy_provider", run_name="__main__")
 """
 
 
-@pytest.mark.anyio
-@pytest.mark.usefixtures("modules")
-async def test_a_provider_runs_while_its_bindings_module_waits_to_import() -> None:
-    # hostd mcp's face imports the SDK while an MCP provider starts: the provider's
-    # process boots meanwhile (seconds on a busy machine), not after both imports.
+@contextlib.asynccontextmanager
+async def _started_while_held(name: str, child: str) -> AsyncIterator[ProviderConnection]:
+    """Start provider ``name``, the Python source ``child`` given the test's port, while
+    its binding's module waits its turn behind the face's import (hostd mcp's face
+    imports the SDK). The child connects to the port once it got past what the test
+    holds it to; that must happen before the import is let go. Yields the connection,
+    handshaken once the imports went on; closes it after."""
     face = threading.Thread(target=import_one_at_a_time, args=("held_face_mod",))
     face.start()
     assert await anyio.to_thread.run_sync(ENTERED.wait, _GUARD_S)
@@ -115,13 +118,13 @@ async def test_a_provider_runs_while_its_bindings_module_waits_to_import() -> No
     port = listener.extra(SocketAttribute.local_port)
     socket_listener = listener.listeners[0]
     assert isinstance(socket_listener, SocketListener)
-    command = [sys.executable, "-c", _CHILD, str(port)]
+    command = [sys.executable, "-c", child, str(port)]
     async with listener, anyio.create_task_group() as tg:
 
         async def open_it() -> None:
             opened.append(
                 await ProviderConnection.open(
-                    "held", command, task_group=tg, binding="held-test", cwd=ROOT,
+                    name, command, task_group=tg, binding="held-test", cwd=ROOT,
                     handshake_timeout=_GUARD_S,
                 )
             )  # fmt: skip
@@ -132,7 +135,7 @@ async def test_a_provider_runs_while_its_bindings_module_waits_to_import() -> No
             with anyio.fail_after(_GUARD_S):  # a hang guard: the old order never gets here
                 said = await socket_listener.accept()
             await said.aclose()
-            assert ORDER == ["face begins"]  # spawned while the binding waits its turn
+            assert ORDER == ["face begins"]  # got there while the binding waits its turn
         except BaseException:
             tg.cancel_scope.cancel()  # the start too, once the import lets it go
             raise
@@ -141,9 +144,17 @@ async def test_a_provider_runs_while_its_bindings_module_waits_to_import() -> No
         face.join(_GUARD_S)
         with anyio.fail_after(_GUARD_S):
             await handshaken.wait()
-        conn = opened[0]
+        yield opened[0]
+        await opened[0].aclose()
+
+
+@pytest.mark.anyio
+@pytest.mark.usefixtures("modules")
+async def test_a_provider_runs_while_its_bindings_module_waits_to_import() -> None:
+    # hostd mcp's face imports the SDK while an MCP provider starts: the provider's
+    # process boots meanwhile (seconds on a busy machine), not after both imports.
+    async with _started_while_held("held", _CHILD) as conn:
         assert conn.handshaken and ORDER == ["face begins", "face ends", "binding"]
-        await conn.aclose()
 
 
 #: A provider that writes to its stderr at once, before its handshake, more than an
@@ -169,49 +180,13 @@ async def test_a_providers_stderr_is_read_while_its_bindings_module_waits_to_imp
     # Its binding's module held (hostd mcp's face imports the SDK): a provider that
     # writes 1 MB to its stderr before its handshake gets past that write only if its
     # stderr is read from its spawn on, not from the end of that import.
-    face = threading.Thread(target=import_one_at_a_time, args=("held_face_mod",))
-    face.start()
-    assert await anyio.to_thread.run_sync(ENTERED.wait, _GUARD_S)
-    opened: list[ProviderConnection] = []
-    handshaken = anyio.Event()
-    listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
-    port = listener.extra(SocketAttribute.local_port)
-    socket_listener = listener.listeners[0]
-    assert isinstance(socket_listener, SocketListener)
-    command = [sys.executable, "-c", _FLOODING_CHILD, str(port)]
     with structlog.testing.capture_logs() as logs:
-        async with listener, anyio.create_task_group() as tg:
-
-            async def open_it() -> None:
-                opened.append(
-                    await ProviderConnection.open(
-                        "flooding", command, task_group=tg, binding="held-test", cwd=ROOT,
-                        handshake_timeout=_GUARD_S,
-                    )
-                )  # fmt: skip
-                handshaken.set()
-
-            tg.start_soon(open_it)
-            try:
-                with anyio.fail_after(_GUARD_S):  # a hang guard: unread, it never gets here
-                    said = await socket_listener.accept()
-                await said.aclose()
-                assert ORDER == ["face begins"]  # its stderr read while the import waits
-            except BaseException:
-                tg.cancel_scope.cancel()  # the start too, once the import lets it go
-                raise
-            finally:
-                RELEASE.set()
-            face.join(_GUARD_S)
-            with anyio.fail_after(_GUARD_S):
-                await handshaken.wait()
-            conn = opened[0]
+        async with _started_while_held("flooding", _FLOODING_CHILD) as conn:
             with anyio.fail_after(_GUARD_S):
                 result = await conn.query(
                     ContextQuery(goal="after the flood", max_frames=1, max_tokens=1000)
                 )
             assert result.frames  # it answers
-            await conn.aclose()
     # Its stderr went to the log as ever: its first lines, the rest counted, and its
     # last lines kept for a failure's report.
     child = conn.child
