@@ -40,6 +40,8 @@ from ._common import (
     print_json,
     session,
     strategy_arg,
+    unloaded_error,
+    unloaded_note,
 )
 from ._consent import add_consent_command
 from ._outcome import (
@@ -433,7 +435,9 @@ async def _compose(cfg: Config, args: argparse.Namespace) -> int:
         # One shot, the reranker (a model to load: seconds) starts only for a composition
         # it ranks: the request's strategy, or the config's default when it names none.
         rerank=asks_reranker(params.get("strategy", cfg.host.strategy)),
+        unloaded=unloaded_error(args),
     ) as s:
+        sys.stderr.write(unloaded_note(args))
         if args.connect is not None and bars.enabled:  # the daemon forwards its progress
             forward = forward_progress(bars)
             result = await s.call("context/compose", params, on_progress=forward)
@@ -502,7 +506,10 @@ async def _providers(cfg: Config, args: argparse.Namespace) -> int:
                     f"hostd: a daemon is serving this config at {cfg.socket_path}: "
                     "restarting its provider\n"
                 )
-        async with session(cfg, connect, wait=args.wait, token_file=args.token_file) as s:
+        async with session(
+            cfg, connect, wait=args.wait, token_file=args.token_file, unloaded=unloaded_error(args)
+        ) as s:
+            sys.stderr.write(unloaded_note(args))
             row = (await s.call("providers/restart", {"provider": args.id}))["provider"]
         if args.json:
             print_json(row)
@@ -521,7 +528,10 @@ async def _providers(cfg: Config, args: argparse.Namespace) -> int:
                 f"hostd: a daemon is serving this config at {cfg.socket_path}: "
                 "listing its providers\n"
             )
-    async with session(cfg, connect, wait=args.wait, token_file=args.token_file) as s:
+    async with session(
+        cfg, connect, wait=args.wait, token_file=args.token_file, unloaded=unloaded_error(args)
+    ) as s:
+        sys.stderr.write(unloaded_note(args))
         result = await s.call("providers/list", {})
     providers = result["providers"]
     reranker = result.get("reranker")  # a daemon older than the key has none to show
@@ -701,6 +711,30 @@ async def _forward_hangups(
             flush_logs()
 
 
+def _connected(
+    cfg: Config, args: argparse.Namespace
+) -> Callable[[bool], contextlib.AbstractAsyncContextManager[Any]]:
+    """``hostd mcp --connect``'s opener of a connection (``reconnecting``): waiting for a
+    daemon that is starting when ``patient``. The note of a config that did not load is
+    said once, at the first connection a daemon answers (``unloaded_note``); while none
+    does, each call's ``no_daemon`` error names that config's error."""
+    unsaid = [unloaded_note(args)]
+
+    @contextlib.asynccontextmanager
+    async def connected(patient: bool) -> AsyncIterator[Any]:
+        async with session(
+            cfg,
+            args.connect,
+            wait=args.wait if patient else 0,
+            token_file=args.token_file,
+            unloaded=unloaded_error(args),
+        ) as s:
+            sys.stderr.write(unsaid.pop() if unsaid else "")
+            yield s
+
+    return connected
+
+
 async def _mcp(cfg: Config, args: argparse.Namespace) -> int:
     if importlib.util.find_spec("mcp") is None:  # said before any provider starts
         raise HostdError(f"hostd mcp needs {_MCP_EXTRA}: no module named 'mcp'")
@@ -726,17 +760,7 @@ async def _mcp(cfg: Config, args: argparse.Namespace) -> int:
             )
         else:
             # Connected at the first call, and again after the daemon restarts.
-            s = await stack.enter_async_context(
-                reconnecting(
-                    lambda patient: session(
-                        cfg,
-                        args.connect,
-                        wait=args.wait if patient else 0,
-                        token_file=args.token_file,
-                    ),
-                    where,
-                )
-            )
+            s = await stack.enter_async_context(reconnecting(_connected(cfg, args), where))
             # The config is the daemon's: SIGHUP asks it to reload (never the default
             # action, which would end the MCP client's server).
             hangups = await stack.enter_async_context(anyio.create_task_group())

@@ -31,7 +31,7 @@ from hostd.config import DEFAULT_WAIT_S, Config
 from hostd.errors import ConfigError, DaemonNotPermitted, HostdError, RpcError
 from hostd.protocol import CgpErrorCode, sha256_digest
 
-from ._outcome import NoDaemon, config_hint
+from ._outcome import NoDaemon, config_hint, unloaded_no_daemon
 
 __all__ = [
     "pid_alive",
@@ -53,6 +53,8 @@ __all__ = [
     "session",
     "socket_only_note",
     "stale_config",
+    "unloaded_error",
+    "unloaded_note",
     "strategy_arg",
     "token_file_arg",
 ]
@@ -125,6 +127,21 @@ def socket_only_note(error: ConfigError) -> str:
     """The line a command that needs only the daemon's socket says of a config that
     does not load, before going on with that socket (``_main._config``)."""
     return f"hostd: note: {error.message}; using its socket only\n"
+
+
+def unloaded_error(args: argparse.Namespace) -> ConfigError | None:
+    """This config's error when it did not load and its socket was read raw from it
+    (``_main._config``): a daemon that answers there goes with its note
+    (``unloaded_note``); none there, and the line that says so names the error."""
+    broken = getattr(args, "config_error", None)
+    return broken[0] if broken is not None else None
+
+
+def unloaded_note(args: argparse.Namespace) -> str:
+    """The note of ``unloaded_error``, said once a daemon answers (or ``""``): with none
+    there, the no-daemon line names the error instead, so it is said once."""
+    error = unloaded_error(args)
+    return socket_only_note(error) if error is not None else ""
 
 
 def token_file_arg(p: argparse.ArgumentParser) -> None:
@@ -383,6 +400,7 @@ async def session(
     token_file: str | None = None,
     only: Sequence[str] | None = None,
     rerank: bool = True,
+    unloaded: ConfigError | None = None,
 ) -> AsyncIterator[Any]:
     """An object with ``call(method, params)``: a running daemon, or one in-process.
     ``bars`` hears every provider's warm-up progress (in-process; ``--connect`` asks
@@ -394,7 +412,9 @@ async def session(
     (``connect_client``); ``only`` (in-process): the providers the command's request
     names, the only ones started up front (the others are not waited for); ``rerank``
     false (in-process): the command's request is not ranked by the reranker, which is
-    then not started (``asks_reranker``)."""
+    then not started (``asks_reranker``). ``unloaded`` (``--connect``): the error of
+    a config whose socket was read raw (``unloaded_error``): no daemon there, and the
+    ``NoDaemon`` names it; the caller says its note once one answers."""
     if connect is not None:
         tcp = tcp_address(connect) is not None
         path = Path(connect) if connect and not tcp else cfg.socket_path
@@ -411,6 +431,9 @@ async def session(
                         "daemon serves TCP when its config has [tcp] enabled = true (or "
                         "`hostd serve --tcp`)"
                     ) from exc
+                if unloaded is not None:  # the file is what to fix, not the default's
+                    why = f"{exc.strerror or exc}{waited}"
+                    raise NoDaemon(unloaded_no_daemon(path, why, unloaded.message)) from exc
                 start = _start_at(path, cfg) or f"start one with `hostd serve{config_hint(cfg)}`"
                 if not connect and not cfg.provider:  # this config's daemon: nothing to ask
                     start = cfg.no_providers()

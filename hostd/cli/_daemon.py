@@ -43,11 +43,11 @@ from ._common import (
     duration,
     pid_alive,
     print_json,
-    socket_only_note,
     stale_config,
     tcp_address,
     time_left,
     token_file_arg,
+    unloaded_note,
 )
 
 __all__ = ["add_daemon_commands"]
@@ -129,7 +129,7 @@ async def _daemon(
 ) -> AsyncIterator[Any]:
     """A client of the daemon at ``socket`` (a path, or ``tcp://HOST:PORT`` with its
     token: ``connect_client``), else at this config's socket; not waited for. ``note``
-    is said on stderr once it answers (``_unloaded_note``)."""
+    is said on stderr once it answers (``unloaded_note``)."""
     tcp = tcp_address(socket) is not None
     path = Path(socket) if socket and not tcp else cfg.socket_path
     async with contextlib.AsyncExitStack() as stack:
@@ -145,14 +145,6 @@ async def _daemon(
             ) from exc
         sys.stderr.write(note)
         yield client
-
-
-def _unloaded_note(args: argparse.Namespace) -> str:
-    """The note of this config's error when it did not load and its socket was read
-    raw (``_main._config``), for a daemon that answers to go with: with none there, the
-    line that says so names the error instead (``_main._said``), so it is said once."""
-    broken = getattr(args, "config_error", None)
-    return socket_only_note(broken[0]) if broken is not None else ""
 
 
 def _serving_at(cfg: Config, path: Path) -> tuple[str, object, str] | None:
@@ -216,7 +208,7 @@ _RESTART_MOVES = "it listens at {} only once restarted (`hostd stop`, then `host
 async def _status(cfg: Config, args: argparse.Namespace) -> int:
     asked = _config_daemon(cfg, args.socket, "asking it", _RESTART_MOVES.format(cfg.socket_path))
     async with _daemon(
-        cfg, asked, "none is running", args.token_file, _unloaded_note(args)
+        cfg, asked, "none is running", args.token_file, unloaded_note(args)
     ) as client:
         status = await client.call("host/status", {})
         providers = (await client.call("providers/list", {})).get("providers") or []
@@ -473,7 +465,7 @@ async def _stop(cfg: Config, args: argparse.Namespace) -> int:
     then = f"`hostd serve` starts it at {cfg.socket_path}"
     asked = _config_daemon(cfg, args.socket, "stopping it", then)
     async with _daemon(
-        cfg, asked, "nothing to stop", args.token_file, _unloaded_note(args)
+        cfg, asked, "nothing to stop", args.token_file, unloaded_note(args)
     ) as client:
         status = await client.call("host/status", {})
         await client.call("host/shutdown", {})

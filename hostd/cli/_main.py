@@ -25,7 +25,7 @@ from ._commands import add_core_commands
 from ._common import EXIT_FAILED, EXIT_NO_DAEMON, EXIT_USAGE, socket_only_note
 from ._daemon import add_daemon_commands
 from ._memory import add_memory_command
-from ._outcome import NoDaemon
+from ._outcome import NoDaemon, unloaded_no_daemon
 from ._project import add_project_commands
 from ._quality import add_quality_commands
 from ._warm import add_warm_command
@@ -199,9 +199,9 @@ def _config(args: argparse.Namespace) -> Config:
     mcp), need only the daemon's socket: a config that no longer loads (an edit under a
     running daemon) does not lock them out of it; they say why and use the socket named
     (the file is moot then), else its ``host.socket``; the error is kept in
-    ``args.config_error`` for a ``NoDaemon`` to name (``_said``). ``status`` and
-    ``stop`` say its note only once a daemon answers (``_daemon._unloaded_note``): with
-    none, the line of the ``NoDaemon`` names the error, so it is said once. ``reload``
+    ``args.config_error`` for a ``NoDaemon`` to name (``_said``). Read raw, its note is
+    said only once a daemon answers (``_common.unloaded_note``): with none, the line of
+    the ``NoDaemon`` names the error, so it is said once. ``reload``
     (``daemon_reads_config``) says no note at all: the daemon reads the file and its
     refusal names the error."""
     try:
@@ -218,11 +218,10 @@ def _config(args: argparse.Namespace) -> Config:
             # still a ConfigError when the file cannot be read at all
             socket = discover_socket(args.config)
             args.config_error = (exc, socket)
-        # Said once. Read raw for status or stop, the note waits for a daemon to answer
-        # (they say it then): with none, the NoDaemon's line names the error; reload's
-        # daemon names it itself.
-        waits = not named and getattr(args, "socket_only", False)
-        if not waits and not getattr(args, "daemon_reads_config", False):
+        # Said once. Read raw, the note waits for a daemon to answer (the command says
+        # it then: unloaded_note): with none, the NoDaemon's line names the error;
+        # reload's daemon names it itself.
+        if named and not getattr(args, "daemon_reads_config", False):
             sys.stderr.write(socket_only_note(exc))
         base = load_config(DEFAULT_CONFIG_PATH)
         return base.model_copy(update={"host": base.host.model_copy(update={"socket": socket})})
@@ -261,12 +260,10 @@ def _said(exc: HostdError, args: argparse.Namespace) -> str:
     config that does not load (``_config``): the file may mean another socket, and
     `hostd serve` would refuse it, so its error is what to fix, named."""
     broken = getattr(args, "config_error", None)
-    if isinstance(exc, NoDaemon) and broken is not None:
+    # A session's own NoDaemon names the error already (``_common.session``).
+    if isinstance(exc, NoDaemon) and broken is not None and broken[0].message not in str(exc):
         error, socket = broken
-        return (
-            f"no daemon at {socket} ({exc.strerror or 'none answers'}): the daemon cannot be "
-            f"found while the config has an error: {error.message} [no_daemon]"
-        )
+        return f"{unloaded_no_daemon(socket, exc.strerror, error.message)} [no_daemon]"
     return _one_line(exc)
 
 

@@ -43,6 +43,7 @@ __all__ = [
     "leg_failures",
     "no_evidence",
     "policy_fallback",
+    "unloaded_no_daemon",
     "warming_lines",
 ]
 
@@ -54,6 +55,16 @@ def config_hint(cfg: Config) -> str:
     if source == "<defaults>" or source == str(find_config().path):
         return ""
     return f" --config {source}"
+
+
+def unloaded_no_daemon(socket: Path | str, why: str | None, error: str) -> str:
+    """No daemon at ``socket`` (``why``: the OS's words), read raw from a config that
+    does not load (``error``): the file may mean another socket, and `hostd serve` would
+    refuse it, so its error is what to fix, named."""
+    return (
+        f"no daemon at {socket} ({why or 'none answers'}): the daemon cannot be found "
+        f"while the config has an error: {error}"
+    )
 
 
 #: Python's words, quoted (an import) or not (``python -m``); the name never ends in ".".

@@ -113,6 +113,21 @@ def test_status_and_stop_of_a_broken_config_without_a_daemon_say_its_error_once(
         assert done.stdout == ""
 
 
+def test_connected_clients_of_a_broken_config_without_a_daemon_say_its_error_once(
+    tmp_path: Path,
+) -> None:
+    config = _config(tmp_path)
+    config.write_text(config.read_text() + '[tcp]\ntokn_file = "t"\n', encoding="utf-8")
+    for command in (["compose", "x"], ["providers"]):
+        done = run_hostd("--config", str(config), *command, "--connect", "--wait", "0")
+        assert done.returncode == 3, done.stderr
+        # The no-daemon line names the error; no note of the same error before it.
+        (said,) = _human(done.stderr)
+        assert said.startswith(f"hostd: no daemon at {tmp_path}/run/s.sock ("), said
+        assert "config has an error" in said and "did you mean token_file?" in said, said
+        assert done.stdout == ""
+
+
 def test_an_edit_that_breaks_the_config_does_not_lock_status_and_stop_out(
     tmp_path: Path,
 ) -> None:

@@ -77,6 +77,37 @@ async def test_connect_follows_the_daemon_through_a_restart(
     assert await second.stop() == 0
 
 
+async def test_a_broken_config_s_error_is_said_once_and_names_why_no_daemon_answers(
+    start_daemon: Any, workdir: Path, marker: str, tmp_path: Path
+) -> None:
+    # A config that does not load, its socket the daemons': `--connect` reads it raw.
+    own = workdir / "mcp"
+    own.mkdir()
+    config = own / "hostd.toml"
+    socket = workdir / "run" / "hostd.sock"
+    config.write_text(f'[host]\nsocket = "{socket}"\n[tcp]\ntokn_file = "t"\n', encoding="utf-8")
+    params = hostd_mcp(config, "--connect", "--wait", "0")
+    errlog = tmp_path / "stderr"
+    with anyio.fail_after(180), errlog.open("w") as err:
+        async with stdio_client(params, errlog=err) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                before = await session.call_tool("compose_context", {"goal": "first"})
+                daemon = await start_daemon({"alpha": {}})
+                served = await session.call_tool("compose_context", {"goal": "served"})
+                again = await session.call_tool("list_providers", {})
+    # No daemon: the tool's error names the config's error (not the embedded default's
+    # "no providers configured"), and stderr has no note of it.
+    assert before.is_error is True and "no_daemon" in _text(before)
+    assert "config has an error" in _text(before), _text(before)
+    assert "did you mean token_file?" in _text(before), _text(before)
+    assert served.is_error is False and again.is_error is False, _text(served)
+    # One daemon answered: its note, once, for the whole session.
+    notes = [line for line in errlog.read_text().splitlines() if "tokn_file" in line]
+    assert len(notes) == 1 and notes[0].endswith("; using its socket only"), notes
+    assert await daemon.stop() == 0
+
+
 async def test_a_daemon_found_down_costs_one_wait_per_change_at_its_socket(
     start_daemon: Any, workdir: Path, marker: str
 ) -> None:
