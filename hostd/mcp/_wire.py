@@ -33,7 +33,8 @@ requests still running. This edge stands in front of it:
 
 Lines are read and written on the event loop's own pipes (not the SDK's
 ``stdio_server``, which moves every line through a worker thread); a line past
-``max_line_bytes`` is refused, never buffered.
+``max_line_bytes`` is refused, never buffered, under the id its ends name when that
+can be read for certain (``hostd.rpc.id_in_line``, as the daemon's socket answers).
 """
 
 from __future__ import annotations
@@ -59,8 +60,16 @@ from hostd.errors import (
     RequestLineTooLong,
     ShuttingDown,
 )
-from hostd.protocol import DEFAULT_MAX_LINE_BYTES, LineSplitter
-from hostd.rpc import decode, encode_line, error_reply, is_mcp_id, request_problem
+from hostd.protocol import DEFAULT_MAX_LINE_BYTES, LineSplitter, OverlongLine
+from hostd.rpc import (
+    HEAD_BYTES,
+    decode,
+    encode_line,
+    error_reply,
+    id_in_line,
+    is_mcp_id,
+    request_problem,
+)
 
 __all__ = ["DRAIN_S", "Screened", "screen", "serve_stdio"]
 
@@ -252,6 +261,14 @@ class _Owed:
         return [id_ for sent in self.ids.values() for id_ in sent]
 
 
+def _overlong_id(line: object) -> RequestId | None:
+    """The id to refuse a line too long to parse under: the request's, read from its ends
+    (``hostd.rpc.id_in_line``, as the daemon's socket reads it) when it is an MCP id;
+    else null (JSON-RPC 2.0: an id that cannot be determined)."""
+    said = id_in_line(line.head, line.tail) if isinstance(line, OverlongLine) else None
+    return said if is_mcp_id(said) else None
+
+
 def _progress_of_settled(item: SessionMessage, owed: _Owed) -> bool:
     """Whether ``item`` is a progress notification of a request no longer owed an
     answer (answered, cancelled by its client, or answered ``shutting_down`` here)."""
@@ -362,17 +379,26 @@ async def serve_stdio(
         if screened.message is not None:
             await hand_on(screened)
 
+    async def take(line: bytes | object) -> None:
+        if isinstance(line, bytes):
+            if line.strip():
+                await handle(line)
+            return
+        log.warning("mcp.line_too_long", max_line_bytes=max_line_bytes)
+        refused = RequestLineTooLong("line too long", max_line_bytes=max_line_bytes)
+        await write(encode_line(error_reply(refused, _overlong_id(line))))
+
     async def read_in() -> None:
-        splitter = LineSplitter(max_line_bytes)
+        # The ends of an over-long line are kept, to answer it under its request's id
+        # (JSON-RPC 2.0: null only when the id cannot be determined), as the socket does.
+        splitter = LineSplitter(max_line_bytes, keep_ends=HEAD_BYTES)
         async with inbox_send:
             while chunk := await receive():
                 for line in splitter.feed(chunk):
-                    if not isinstance(line, bytes):
-                        log.warning("mcp.line_too_long", max_line_bytes=max_line_bytes)
-                        refused = RequestLineTooLong("line too long", max_line_bytes=max_line_bytes)
-                        await write(encode_line(error_reply(refused)))
-                    elif line.strip():
-                        await handle(line)
+                    await take(line)
+            if splitter.skipping:  # an over-long last line without its newline: ended here
+                for line in splitter.feed(b"\n"):
+                    await take(line)
             tail = splitter.end()  # a last line without its newline is still a message
             if tail is not None and tail.strip():
                 await handle(tail)

@@ -103,8 +103,8 @@ async def test_every_malformed_request_is_answered_once_with_the_error_that_fits
         out = await _run(config, data)
     answers = _answers(out)
     by_id = Counter(json.dumps(a["id"]) for a in answers)
-    ids: list[Any] = [0, 1, 3, 4, 5, 12, 6, "b", 7, 8, "9", 10, 11]
-    assert by_id == Counter({**{json.dumps(i): 1 for i in ids}, "null": 6}), by_id
+    ids: list[Any] = [0, 1, 3, 4, 5, 12, 6, 90, "b", 7, 8, "9", 10, 11]
+    assert by_id == Counter({**{json.dumps(i): 1 for i in ids}, "null": 5}), by_id
     code = {json.dumps(a["id"]): a["error"]["code"] for a in answers if "error" in a}
     assert code[json.dumps(1)] == -32602  # MCP params are an object
     assert code[json.dumps(3)] == code[json.dumps(4)] == code[json.dumps(5)] == -32600
@@ -133,15 +133,51 @@ async def test_every_malformed_request_is_answered_once_with_the_error_that_fits
     assert code[json.dumps(7)] == -32601
     assert code[json.dumps(8)] == -32602
     nulls = Counter(a["error"]["code"] for a in answers if a["id"] is None)
-    # not JSON; then a null id, a string, over-long, an empty batch, the batch's 1
-    assert nulls == Counter({-32700: 1, -32600: 5})
-    over = [a for a in answers if a["id"] is None and a["error"]["data"].get("max_line_bytes")]
-    assert over[0]["error"]["data"]["reason"] == "line_too_long"
+    # not JSON; then a null id, a string, an empty batch, the batch's 1
+    assert nulls == Counter({-32700: 1, -32600: 4})
+    # Over-long, never parsed: answered under the id its head names.
+    (over,) = [a for a in answers if a["id"] == 90]
+    assert over["error"]["code"] == -32600
+    assert over["error"]["data"]["reason"] == "line_too_long"
     batch = next(m for m in out if isinstance(m, list))
     assert [m["id"] for m in batch] == [None, "b"]  # one array, notifications unanswered
     results = {json.dumps(a["id"]): a["result"] for a in answers if "result" in a}
     assert set(results) == {json.dumps(i) for i in (0, "9", 10, 11)}
     assert results[json.dumps(10)]["isError"] is False  # served, not cut off by the close
+
+
+async def test_an_over_long_line_is_answered_under_the_id_its_ends_name(
+    workdir: Path, marker: str
+) -> None:
+    config = write_config(workdir, marker, {})
+    config.write_text(config.read_text().replace("[host]\n", "[host]\nmax_line_bytes = 4096\n"))
+    pad = "x" * 10_000  # past the bound and past both ends read (4 KiB each)
+
+    def raw(id_: str) -> bytes:  # the id member where it is written, the rest JSON
+        return b'{"jsonrpc": "2.0", %s"method": "ping", "params": {"pad": "%s"}%s}' % (
+            id_.encode() + b", " if id_.startswith('"id"') else b"",
+            pad.encode(),
+            b", " + id_[4:].encode() if id_.startswith("tail") else b"",
+        )
+
+    data = b"".join(
+        [
+            _line(INITIALIZE),
+            _line(INITIALIZED),
+            raw('"id": 31') + b"\n",  # at its head
+            raw('tail"id": "t-32"') + b"\n",  # at its tail, after params
+            # In the middle, neither end holds it: it cannot be determined, so null.
+            b'{"jsonrpc": "2.0", "method": "ping", "params": {"pad": "%s"}, "id": 33, '
+            b'"more": "%s"}\n' % (pad.encode(), pad.encode()),
+            raw('"id": true') + b"\n",  # no MCP id (a bool): null, never echoed
+            raw('tail"id": 35'),  # the last line, no newline: still answered, its id read
+        ]
+    )
+    with anyio.fail_after(120):
+        out = await _run(config, data)
+    over = [a for a in _answers(out) if "error" in a]
+    assert all(a["error"]["data"]["reason"] == "line_too_long" for a in over), over
+    assert [a["id"] for a in over] == [31, "t-32", None, None, 35], over
 
 
 async def test_requests_read_before_stdin_closes_get_their_results(
