@@ -142,7 +142,7 @@ def test_the_cgp_binding_reaches_it_too_and_the_table_names_the_credential_not_i
     assert TOKEN not in done.stdout + done.stderr
 
 
-def test_a_refused_token_fails_the_handshake_naming_its_file_never_its_value(
+def test_a_refused_token_fails_the_handshake_naming_its_flag_and_file_never_its_value(
     remote: Served, tmp_path: Path
 ) -> None:
     wrong = "wrong-token-5d1e0b7a"
@@ -155,12 +155,14 @@ def test_a_refused_token_fails_the_handshake_naming_its_file_never_its_value(
     _assert_nothing_after_the_handshake(rows)
     assert rows["handshake"]["detail"] == (
         "unauthorized: remote provider refused the credential (HTTP 401): "
-        f"check the token in token_file {token_file}"
+        f"check the token in --token-file {token_file}"  # the flag given, as --help says
     )
     assert wrong not in said and TOKEN not in said
 
 
-def test_a_refused_token_from_a_variable_is_named_by_the_variable(remote: Served) -> None:
+def test_a_refused_token_from_a_variable_is_named_by_its_flag_and_variable(
+    remote: Served,
+) -> None:
     wrong = "wrong-token-93c4aa20"
     env = {**os.environ, "TEAM_SEARCH_TOKEN": wrong}
     code, rows, said = _check(
@@ -175,7 +177,7 @@ def test_a_refused_token_from_a_variable_is_named_by_the_variable(remote: Served
     assert code == 1
     assert rows["handshake"]["detail"] == (
         "unauthorized: remote provider refused the credential (HTTP 401): "
-        "check the token in $TEAM_SEARCH_TOKEN"
+        "check the token in --token-env TEAM_SEARCH_TOKEN"  # the flag given, as --help says
     )
     assert wrong not in said
 

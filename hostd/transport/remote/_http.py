@@ -109,10 +109,19 @@ _READS = frozenset({"handshake", "query", "verify"})
 
 def _refusal_text(status: int, tokens: TokenSource, section: str) -> str:
     """What a 401/403 tells the user to fix: where the token comes from (the variable's
-    name or the file's path, never the token; C8). The server's body is never quoted.
-    With none configured, the keys to set, named after ``section`` (``key_named``: the
-    flags that give them for a provider given by flags)."""
+    name or the file's path, never the token; C8), by the flag that gave it for a
+    provider given by flags (``--token-file PATH``, as ``hostd check-provider --help``
+    spells it). The server's body is never quoted. With none configured, the keys to
+    set, named after ``section`` (``key_named``: the flags that give them for a provider
+    given by flags)."""
     where = tokens.named
+    if where is not None and section == FLAGS:
+        key, value = (
+            ("token_env", tokens.token_env)
+            if tokens.token_env is not None
+            else ("token_file", tokens.token_file)
+        )
+        where = f"{key_named(FLAGS, key)} {value}"
     if where is None:
         env, file = (key_named(section, key) for key in ("token_env", "token_file"))
         if section == FLAGS:
