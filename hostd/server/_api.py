@@ -323,8 +323,9 @@ DIRECT = DirectDispatcher(METHODS, on_error=_log_failure)
 
 def _begin(daemon: DaemonState) -> tuple[str, float]:
     """A request's start: its id, set for the log (``REQUEST_ID``, in the request's own
-    task: nothing to undo at its end), and the time its ``request.done`` measures from
-    (0.0 when that event is below the level: it is not written, so no clock is read)."""
+    task: nothing to undo at its end; ``call_local`` undoes it in its caller's), and
+    the time its ``request.done`` measures from (0.0 when that event is below the level:
+    it is not written, so no clock is read)."""
     request_id = daemon.new_request_id()
     REQUEST_ID.set(request_id)
     return request_id, time.perf_counter() if log_level.at <= INFO else 0.0
@@ -389,7 +390,23 @@ async def call_local(
     params: Mapping[str, Any] | None,
     on_progress: Progress | None = None,
 ) -> Any:
-    """One in-process call: ``method``'s result, or the ``RpcError`` the wire would answer."""
+    """One in-process call: ``method``'s result, or the ``RpcError`` the wire would answer.
+    The caller's own task runs it, so its request id (``REQUEST_ID``) is set for the
+    call only: the caller's events after it carry no stale id (its own, if it had one)."""
+    token = REQUEST_ID.set(None)
+    try:
+        return await _call_local(daemon, connection, method, params, on_progress)
+    finally:
+        REQUEST_ID.reset(token)
+
+
+async def _call_local(
+    daemon: DaemonState,
+    connection: Peer,
+    method: str,
+    params: Mapping[str, Any] | None,
+    on_progress: Progress | None,
+) -> Any:
     request_id, started = _begin(daemon)
     if daemon.stopping and method != "$/cancel":
         wire = tag_request(

@@ -13,6 +13,7 @@ import anyio
 import pytest
 
 import hostd.logs as logs
+from hostd.errors import RpcError
 from hostd.pipeline import Pipeline
 from hostd.server._api import _begin, answer_one, call_local
 from tests.fixtures.logging_state import restored_logging
@@ -84,9 +85,9 @@ async def test_every_event_of_a_request_carries_its_id_and_no_other_task_sees_it
         tg.start_soon(one, 1)
         tg.start_soon(one, 2)
     assert logs.REQUEST_ID.get() is None  # the requests' ids ended with their tasks
-    # In-process, the caller's own task runs the request: its id is set there.
+    # In-process, the caller's own task runs the request: its id is set for the call only.
     assert await call_local(daemon, _Peer(), "host/status", None) == {"ok": True}
-    in_caller = logs.REQUEST_ID.get()
+    logs.get_logger("test.caller").warning("caller.after")  # the caller's own, later event
     logs.flush_logs()
     events = [json.loads(line) for line in out.getvalue().splitlines()]
     assert sorted(e["request_id"] for e in events if e["event"] == "status.read") == [
@@ -94,9 +95,25 @@ async def test_every_event_of_a_request_carries_its_id_and_no_other_task_sees_it
         "t-2",
         "t-3",
     ]
+    (after,) = [e for e in events if e["event"] == "caller.after"]
+    assert "request_id" not in after, after
     assert sorted(r["result"]["ok"] for r in replies) == [True, True]
-    assert in_caller == "t-3"
     assert daemon.counters["requests_total"] == 3
+
+
+async def test_an_in_process_call_leaves_its_callers_own_request_id_as_it_was() -> None:
+    out = io.StringIO()
+    logs.configure_logging("warning", stream=out)
+    daemon = _Daemon()
+    logs.bind_request("outer")  # a caller that serves a request of its own
+    assert await call_local(daemon, _Peer(), "host/status", None) == {"ok": True}
+    with pytest.raises(RpcError):  # a failed call too
+        await call_local(daemon, _Peer(), "no/such/method", None)
+    logs.get_logger("test.caller").warning("caller.after")
+    logs.flush_logs()
+    events = [json.loads(line) for line in out.getvalue().splitlines()]
+    said = [(e["event"], e.get("request_id")) for e in events]
+    assert ("status.read", "t-1") in said and ("caller.after", "outer") in said, said
 
 
 @pytest.mark.parametrize(("level", "clock"), [("info", True), ("warning", False)])
