@@ -35,6 +35,12 @@ from pydantic import (
     model_validator,
 )
 
+from hostd._defaults import (
+    DEFAULT_WAIT_S,
+    HOST_OVERFETCH,
+    HOST_START_TIMEOUT_S,
+    PROVIDER_TIMEOUT_MS,
+)
 from hostd._discovery import CONFIG_NAME, EMBEDDED_CONFIG, find_config
 from hostd.errors import ConfigError, did_you_mean
 from hostd.protocol import is_loopback_host, sha256_digest
@@ -117,12 +123,6 @@ def _table(file: Path, name: str) -> dict[str, Any]:
         ) from None
     table = raw.get(name)
     return table if isinstance(table, dict) else {}
-
-
-#: How long a client waits by default for a daemon at its socket that is starting (no
-#: socket yet, or refused): ``hostd serve &`` binds it a moment after it is started.
-#: The CLI's ``--connect --wait`` and the framework adapters' ``wait``.
-DEFAULT_WAIT_S = 10.0
 
 
 def discover_socket(
@@ -246,13 +246,17 @@ class HostSettings(_Section):
     #: Each provider is asked for ``min(budget, ceil(share * overfetch))`` tokens: above
     #: 1 the providers together offer more than the budget and the ranking policy decides
     #: what gets in. A request's ``overfetch`` param overrides it.
-    overfetch: Annotated[float, Field(ge=1.0, le=1000.0, allow_inf_nan=False, strict=True)] = 2.0
+    overfetch: Annotated[float, Field(ge=1.0, le=1000.0, allow_inf_nan=False, strict=True)] = (
+        HOST_OVERFETCH
+    )
     #: "boot": every provider starts with the daemon (its index builds before the first
     #: request asks); "lazy": a provider starts on its first query.
     start_providers: Literal["lazy", "boot"] = "boot"
     #: Seconds a provider's start (spawn and handshake) may take before it is killed; a
     #: request naming no ``timeout_ms`` waits up to this for a provider to be ready.
-    start_timeout_s: Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)] = 30.0
+    start_timeout_s: Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)] = (
+        HOST_START_TIMEOUT_S
+    )
     #: Seconds in-flight requests get to finish after a stop is requested.
     grace_period_s: Annotated[float, Field(ge=0, le=3600)] = 10.0
     #: Seconds between checks that the Unix socket file is still this daemon's. One that
@@ -628,7 +632,7 @@ class ProviderSettings(_Section):
     command: Annotated[list[str], Field(min_length=1)] | None = None
     #: A registered binding's name (``hostd.transport.binding_names()``).
     binding: str = "jsonrpc"
-    timeout_ms: Annotated[int, Field(gt=0, le=3_600_000)] = 2000
+    timeout_ms: Annotated[int, Field(gt=0, le=3_600_000)] = PROVIDER_TIMEOUT_MS
     weight: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 1.0
     env: dict[str, str] = Field(default_factory=dict)
     cwd: Path | None = None

@@ -12,13 +12,15 @@ from __future__ import annotations
 import difflib
 import errno
 import functools
+import sys
 from collections.abc import Iterable
-from typing import Any, ClassVar
-
-from pydantic import BaseModel, ValidationError
+from typing import TYPE_CHECKING, Any, ClassVar, TypeGuard
 
 from hostd._param_words import expected, field_name, given
 from hostd.protocol import INVALID_REQUEST, PARSE_ERROR, CgpErrorCode, read_cgp_code
+
+if TYPE_CHECKING:  # pydantic loads with the first model, not with the error tree
+    from pydantic import BaseModel, ValidationError
 
 __all__ = [
     "IDS_NAMED",
@@ -592,6 +594,16 @@ def _schema_of(model: type[BaseModel]) -> dict[str, Any]:
     return model.model_json_schema()
 
 
+def _is_validation_error(exc: BaseException) -> TypeGuard[ValidationError]:
+    """A pydantic ``ValidationError``: none can be raised before pydantic is loaded, so
+    the error tree (every command's) does not load it to ask."""
+    if "pydantic_core" not in sys.modules:
+        return False
+    from pydantic_core import ValidationError  # pydantic's own, re-exported there
+
+    return isinstance(exc, ValidationError)
+
+
 def error_to_wire(exc: BaseException) -> dict[str, Any]:
     """The JSON-RPC error object for any exception; unexpected ones hide their detail.
 
@@ -600,7 +612,7 @@ def error_to_wire(exc: BaseException) -> dict[str, Any]:
     if isinstance(exc, HostdError):
         data = {"reason": exc.reason, "cgp_code": exc.cgp.value, **exc.data}
         return {"code": exc.jsonrpc_code, "message": exc.message, "data": data}
-    if isinstance(exc, ValidationError):
+    if _is_validation_error(exc):
         message, data = _invalid_params(exc)
         wire = {"reason": "invalid_params", "cgp_code": CgpErrorCode.BAD_REQUEST.value, **data}
         return {"code": CgpErrorCode.BAD_REQUEST.jsonrpc_code, "message": message, "data": wire}

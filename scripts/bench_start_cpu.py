@@ -6,6 +6,8 @@ launch to exit, in milliseconds; the figure is the median of ``--samples`` sampl
 - ``import hostd.cli``: ``python -c "import hostd.cli"``, what every command loads;
 - ``hostd --version``: ``python -m hostd --version``, a whole command (the tests run
   ``python -m hostd ...`` for every CLI and daemon check);
+- ``hostd --help``: ``python -m hostd --help``, the whole command line built (every
+  command's options) and printed, no config read;
 - ``healthy_provider``: ``python -m tests.fixtures.healthy_provider`` answering a
   handshake and one query, then stdin's end: a provider child's start, as the engine
   and daemon tests start it;
@@ -40,6 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PROCESSES: dict[str, tuple[list[str], bool]] = {
     "import hostd.cli": (["-c", "import hostd.cli"], False),
     "hostd --version": (["-m", "hostd", "--version"], False),
+    "hostd --help": (["-m", "hostd", "--help"], False),
     "healthy_provider": (["-m", "tests.fixtures.healthy_provider"], True),
     "import hostd.cli._checks": (["-c", "import hostd.cli._checks"], False),
     "import hostd.server._daemon": (["-c", "import hostd.server._daemon"], False),

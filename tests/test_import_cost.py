@@ -315,6 +315,20 @@ def test_a_command_that_logs_nothing_loads_no_log_library(tmp_path: Path, argv: 
     assert [m for m in CLI_LIBRARIES_ON_USE if m in modules] == []
 
 
+#: What building and printing the command line (``--help``) leaves unloaded: the config's
+#: models (pydantic) load with the config a command reads; the help texts name their
+#: defaults from ``hostd._defaults``.
+HELP_MAY_NOT_LOAD = ("hostd.config", "pydantic", "pydantic_core")
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["compose", "--help"], ["check-provider", "-h"]])
+def test_help_loads_neither_the_config_nor_pydantic(tmp_path: Path, argv: list[str]) -> None:
+    status, modules = _modules_of_command(tmp_path, *argv)
+    assert status == 0
+    assert "hostd.cli._main" in modules  # the run got as far as the command line
+    assert [m for m in modules if m.startswith(HELP_MAY_NOT_LOAD)] == []
+
+
 #: What ``hostd --version`` alone may load of hostd and the libraries: the version, and
 #: nothing of the commands, the config (pydantic) or the event loop.
 VERSION_MAY_NOT_LOAD = ("hostd.cli._main", "hostd.config", "hostd.errors", "hostd.protocol")

@@ -136,6 +136,8 @@ FORBIDDEN_MODULES = {
     # The state directory's tag, written by the daemon and read by the provider programs'
     # walk: a leaf both load.
     "_state_tag.py": _HOST_SIDE | {"provider", "rpc", "mcp", "logs", "quality", "protocol"},
+    # Defaults the help texts name and the config's fields take: built without pydantic.
+    "_defaults.py": _HOST_SIDE | {"provider", "rpc", "mcp", "logs", "quality", "protocol"},
     # Which build runs: setup.py loads the file alone at build time, so a leaf.
     "_build.py": _HOST_SIDE | {"provider", "rpc", "mcp", "logs", "quality", "protocol"},
     # The daemon's lock on its config, read by status, stop and reload when no daemon

@@ -21,17 +21,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
-from pydantic import ValidationError
 
+from hostd._defaults import HOST_START_TIMEOUT_S, PROVIDER_TIMEOUT_MS
 from hostd._hints import FLAGS
-from hostd.config import (
-    HostSettings,
-    McpSettings,
-    ProviderSettings,
-    secret_file_open,
-    secret_file_words,
-    secret_files_open,
-)
 
 from ._common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, print_json
 
@@ -125,7 +117,7 @@ def add_check_command(sub: Any) -> None:
         type=int,
         default=None,
         help="a call's deadline (default: the daemon's default timeout_ms, "
-        f"{ProviderSettings.model_fields['timeout_ms'].default}; --provider: its configured one)",
+        f"{PROVIDER_TIMEOUT_MS}; --provider: its configured one)",
     )
     check.add_argument(
         "--start-timeout-s",
@@ -133,7 +125,7 @@ def add_check_command(sub: Any) -> None:
         type=float,
         default=None,
         help="the handshake's deadline, as start_timeout_s (default: the daemon's, "
-        f"{HostSettings.model_fields['start_timeout_s'].default:g}, or --timeout-ms when "
+        f"{HOST_START_TIMEOUT_S:g}, or --timeout-ms when "
         "longer; --provider: its configured one)",
     )
     check.add_argument(
@@ -253,6 +245,10 @@ def _usage_problem(args: argparse.Namespace, given: list[str]) -> str | None:
         return "--query-text: --binding mcp asks its tools with --goal"
     if binding == "mcp" and args.provider is None:
         # The config's rule (C1): a check that passes means the daemon would run it too.
+        from pydantic import ValidationError
+
+        from hostd.config import McpSettings
+
         from ._checks import provider_name
 
         try:
@@ -323,6 +319,8 @@ def _check_remote(
         backend="asyncio",
     )
     # A credential file others may read, in the daemon's words (config.secret_file_open).
+    from hostd.config import secret_file_open, secret_file_words, secret_files_open
+
     flags = args.url is not None
     named = [
         ("--token-file" if flags else f"provider {spec.id}: token_file", spec.token_file),

@@ -17,16 +17,16 @@ import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import anyio
 from anyio.abc import TaskStatus
 
 from hostd._citations import ranked_citations
+from hostd._defaults import HOST_OVERFETCH, PROVIDER_TIMEOUT_MS
 from hostd._hints import RESTARTING, failure_tail_lines, said_once, shown_stderr_tail
 from hostd._log import INFO, WARNING
 from hostd._log import level as log_level
-from hostd.config import Config, HostSettings, ProviderSettings
 from hostd.errors import HostdError
 
 from ._common import (
@@ -57,6 +57,9 @@ from ._outcome import (
 from ._quality import caps_arg, floors_arg, overfetch_note
 from ._ready import ReadySignal
 from ._warm import ProgressBars, forward_progress
+
+if TYPE_CHECKING:  # the models load with the config a command reads, not with --help
+    from hostd.config import Config
 
 __all__ = ["add_core_commands", "audit_summary"]
 
@@ -160,7 +163,7 @@ def add_core_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         metavar="MS",
         help="each provider's deadline for its answer (one shot: after it has started; "
         "default: each provider's own timeout_ms in its [[provider]], "
-        f"{ProviderSettings.model_fields['timeout_ms'].default} unless set)",
+        f"{PROVIDER_TIMEOUT_MS} unless set)",
     )
     compose.add_argument(
         "--ready-wait-ms",
@@ -176,7 +179,7 @@ def add_core_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         metavar="F",
         help="ask each provider for share × F tokens (default: the strategy's own, as "
         "[reranker] overfetch for rerank, else [host] overfetch, "
-        f"{HostSettings.model_fields['overfetch'].default} unless set)",
+        f"{HOST_OVERFETCH} unless set)",
     )
     compose.add_argument(
         "--caps", metavar="CAPS", help="provider shares of the budget: files=0.5,*=0.3 or JSON"

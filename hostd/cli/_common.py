@@ -20,18 +20,21 @@ import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
 import anyio
 import orjson
 
+from hostd._defaults import DEFAULT_WAIT_S
 from hostd._hints import duration
-from hostd.config import DEFAULT_WAIT_S, Config
 from hostd.errors import ConfigError, DaemonNotPermitted, HostdError, RpcError
 from hostd.protocol import CgpErrorCode, sha256_digest
 
 from ._outcome import NoDaemon, config_hint, unloaded_no_daemon
+
+if TYPE_CHECKING:  # the models load with the config a command reads, not with --help
+    from hostd.config import Config
 
 __all__ = [
     "pid_alive",

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from hostd.config import Config
 from hostd.errors import HostdError, UnknownProvider
 
 from ._common import EXIT_OK, connect_arg, print_json, session
+
+if TYPE_CHECKING:  # the models load with the config a command reads, not with --help
+    from hostd.config import Config
 
 __all__ = ["add_consent_command", "declared_scopes"]
 

@@ -27,13 +27,12 @@ import os
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from hostd._build import build_version
 from hostd._hints import down_state, failure_tail_lines, shown_stderr_tail
-from hostd.config import Config
 from hostd.errors import ConfigError, DaemonNotPermitted, HostdError, NoDaemon, RpcError
 
 from ._common import (
@@ -49,6 +48,9 @@ from ._common import (
     token_file_arg,
     unloaded_note,
 )
+
+if TYPE_CHECKING:  # the models load with the config a command reads, not with --help
+    from hostd.config import Config
 
 __all__ = ["add_daemon_commands"]
 

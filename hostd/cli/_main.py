@@ -13,11 +13,11 @@ import inspect
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 
 from hostd._build import build_version
-from hostd.config import DEFAULT_CONFIG_PATH, Config, discover_socket, load_config
 from hostd.errors import ConfigError, HostdError
 
 from ._check import add_check_command
@@ -29,6 +29,9 @@ from ._outcome import NoDaemon, unloaded_no_daemon
 from ._project import add_project_commands
 from ._quality import add_quality_commands
 from ._warm import add_warm_command
+
+if TYPE_CHECKING:  # the models load with the config a command reads, not with --help
+    from hostd.config import Config
 
 __all__ = ["build_parser", "main"]
 
@@ -204,6 +207,8 @@ def _config(args: argparse.Namespace) -> Config:
     the ``NoDaemon`` names the error, so it is said once. ``reload``
     (``daemon_reads_config``) says no note at all: the daemon reads the file and its
     refusal names the error."""
+    from hostd.config import DEFAULT_CONFIG_PATH, discover_socket, load_config
+
     try:
         return load_config(args.config)
     except ConfigError as exc:

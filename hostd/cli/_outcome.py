@@ -11,9 +11,10 @@ import re
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
+from hostd._discovery import find_config
 from hostd._hints import (
     NO_HANDSHAKE,
     budget_advice,
@@ -31,8 +32,10 @@ from hostd._hints import (
     warming_state,
 )
 from hostd._printable import printable
-from hostd.config import Config, find_config
 from hostd.errors import NoDaemon, did_you_mean
+
+if TYPE_CHECKING:  # the models load with the config a command reads, not with --help
+    from hostd.config import Config
 
 __all__ = [
     "NoDaemon",

@@ -30,13 +30,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from hostd.config import (
-    CONFIG_NAME,
-    default_state_dir,
-    discover_socket,
-    discover_state_dir,
-    find_config,
-)
+from hostd._discovery import CONFIG_NAME, find_config
 from hostd.errors import ConfigError, HostdError
 
 from ._common import EXIT_OK, UsageError, csv_arg, print_json
@@ -362,6 +356,8 @@ def _used_global_state(config: Path, global_dir: Path) -> bool:
     """Whether the config file's daemon kept its state in the global directory: it names
     no ``host.state_dir`` (or that one), or cannot be read (its daemon, if any, could
     only have used the global one)."""
+    from hostd.config import discover_state_dir
+
     try:
         return discover_state_dir(config) == global_dir
     except ConfigError:
@@ -416,6 +412,8 @@ def _init(_cfg: Any, args: argparse.Namespace) -> int:
         what = "does not exist" if not project.exists() else "is not a directory"
         raise UsageError(f"hostd init {args.dir}: {project} {what}")
     providers = _chosen(args.providers)
+    from hostd.config import default_state_dir
+
     ok = semantic_installed()
     global_dir = default_state_dir()
     text = render_project_config(project, providers=providers, state_dir=global_dir, semantic_ok=ok)
@@ -469,6 +467,8 @@ def _init(_cfg: Any, args: argparse.Namespace) -> int:
 
 
 def _config_path(_cfg: Any, args: argparse.Namespace) -> int:
+    from hostd.config import discover_socket, discover_state_dir
+
     found = find_config(args.config)
     try:  # the one `hostd serve` with this file listens on, and --connect tries
         sock: str | None = str(discover_socket(found.path))

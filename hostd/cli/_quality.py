@@ -20,11 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from hostd.config import Config
-
 from ._common import EXIT_OK, connect_arg, csv_arg, print_json, session, strategy_arg
 
 if TYPE_CHECKING:
+    from hostd.config import Config
     from hostd.quality import Recorded
 
 __all__ = [

@@ -26,7 +26,6 @@ import anyio
 import anyio.abc
 
 from hostd._hints import RESTARTING, restarting_advice, restarting_last
-from hostd.config import Config
 
 from ._common import ProgressListener, connect_arg, session, time_left
 from ._daemon import provider_state
@@ -34,6 +33,8 @@ from ._outcome import config_hint
 
 if TYPE_CHECKING:
     from tqdm import tqdm
+
+    from hostd.config import Config
 
 __all__ = [
     "PROGRESS_LINE_INTERVAL_S",
