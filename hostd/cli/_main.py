@@ -13,7 +13,7 @@ import inspect
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 import anyio
 
@@ -69,6 +69,40 @@ class _Version(argparse.Action):
         parser.exit()
 
 
+class _CommandParser(argparse.ArgumentParser):
+    """A command's parser. ``--connect`` takes an optional value, so in ``hostd compose
+    --connect "how is the config loaded?"`` it takes the goal as its socket, and the
+    goal is then missing: the error says so and how to write it, not only that a
+    positional argument is required."""
+
+    _args: Sequence[str] = ()
+
+    # typeshed declares overloads; this is the plain call, its args kept for ``error``.
+    def parse_known_args(  # type: ignore[override]  # see above
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        self._args = list(args) if args is not None else sys.argv[1:]
+        return super().parse_known_args(args, namespace)
+
+    def error(self, message: str) -> NoReturn:
+        taken = _connect_value(self._args)
+        if taken is not None and "arguments are required" in message:
+            message += (
+                f"; --connect took {taken!r} as its socket: give the "
+                f"{message.rsplit(': ', 1)[-1]} before --connect, or name a socket as "
+                "--connect=SOCKET"
+            )
+        super().error(message)
+
+
+def _connect_value(args: Sequence[str]) -> str | None:
+    """The value ``--connect`` took as a separate word (``--connect WORD``), if any."""
+    for i, arg in enumerate(args[:-1]):
+        if arg == "--connect" and not args[i + 1].startswith("-"):
+            return args[i + 1]
+    return None
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``hostd`` argument parser: global options and one sub-command per verb."""
     parser = argparse.ArgumentParser(
@@ -94,7 +128,9 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument(
         "--log-format", choices=LOG_FORMATS, default=argparse.SUPPRESS, help=_LOG_FORMAT_HELP
     )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    sub = parser.add_subparsers(
+        dest="command", metavar="COMMAND", required=True, parser_class=_CommandParser
+    )
     add_project_commands(sub, common)
     add_core_commands(sub, common)
     add_daemon_commands(sub, common)

@@ -496,3 +496,26 @@ def test_a_missing_config_is_named_by_its_absolute_path(tmp_path: Path, command:
         check=False,
     )
     assert f"hostd: {tmp_path / 'nope.toml'}: no such config file [bad_config]" in done.stderr
+
+
+def test_a_goal_taken_by_connect_is_named_with_the_way_to_write_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # ``--connect`` takes an optional socket, so the goal after it is taken as one and
+    # the goal is then missing: the error names the word taken and how to write it.
+    from hostd.cli._main import build_parser
+
+    parser = build_parser()
+    with pytest.raises(SystemExit) as exited:
+        parser.parse_args(["compose", "--connect", "how is the config loaded?"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "required: goal" in err
+    assert "--connect took 'how is the config loaded?' as its socket" in err
+    assert "give the goal before --connect, or name a socket as --connect=SOCKET" in err
+    # A goal given, or --connect with nothing after it: no such words.
+    with pytest.raises(SystemExit):
+        parser.parse_args(["compose", "--connect"])
+    assert "--connect took" not in capsys.readouterr().err
+    args = parser.parse_args(["compose", "--connect", "/run/s.sock", "a goal"])
+    assert (args.connect, args.goal) == ("/run/s.sock", "a goal")
