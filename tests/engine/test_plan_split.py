@@ -5,6 +5,9 @@ the split, so the others are asked for what it would have had."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+from typing import Any, cast
+
 import orjson
 import pytest
 from hypothesis import given, settings
@@ -20,7 +23,11 @@ from hostd.engine import (
     judge_leg,
     plan_fan_out,
 )
+from hostd.engine._health import Health, RestartPolicy
+from hostd.engine._host import _expect_down, _view
 from hostd.engine._plan import asked_tokens
+from hostd.engine._pool import ProviderPool, Slot
+from hostd.errors import ProviderCrashed
 from hostd.protocol import ContextQuery
 from tests.engine.test_fanout_plan import Gate, live, spec
 
@@ -247,3 +254,59 @@ def test_the_split_is_deterministic_and_gives_the_expected_providers_the_budget(
         assert [(leg.share, leg.apart) for leg in plan.legs] == [
             (leg.share, None) for leg in nominal.legs
         ]
+
+
+# -- what the pool tells the plan (``_view``): sync decisions, no process ------------------
+
+
+class _Pool:
+    """The pool as ``_view`` reads it: its restart policy, its clock, its launcher."""
+
+    def __init__(self, now: float = 100.0, changed: bool = False) -> None:
+        self.settings = SimpleNamespace(restart_policy=RestartPolicy())
+        self.launcher = SimpleNamespace(credential_changed=lambda _spec: changed)
+        self.now = lambda: now
+
+
+def _slot(**health: Any) -> Slot:
+    slot = Slot(spec("p"))
+    slot.health = Health(**health)
+    return slot
+
+
+@pytest.mark.parametrize(
+    ("health", "expect"),
+    [
+        ({}, Expect.STARTING),  # never started: its leg starts it and waits
+        ({"consecutive_failures": 1, "failed_at": 99.0}, Expect.STARTING),  # one crash: waited
+        ({"consecutive_failures": 2, "failed_at": 99.0}, Expect.RESTARTING),  # a crash loop
+        ({"consecutive_failures": 5, "failed_at": 99.0}, Expect.DOWN),  # parked
+        ({"consecutive_failures": 5, "failed_at": 0.0}, Expect.STARTING),  # its cool-down over
+        ({"consecutive_failures": 1, "start_timed_out": True}, Expect.DOWN),  # not waited for
+        ({"consecutive_failures": 3, "unreachable": True, "failed_at": 99.0}, Expect.DOWN),
+    ],
+)
+def test_a_provider_not_running_is_expected_as_its_leg_will_meet_it(
+    health: dict[str, Any], expect: Expect
+) -> None:
+    links: dict[str, Any] = {}
+    got = _view(_slot(**health), links, cast(ProviderPool, _Pool()))
+    assert got.expect is expect and got.info is None and links == {}
+
+
+def test_a_removed_or_refused_provider_is_down_until_its_credential_changes() -> None:
+    retired = _slot()
+    retired.retired = ProviderCrashed("removed by a reload")
+    assert _expect_down(retired, cast(ProviderPool, _Pool())) is Expect.DOWN
+    refused = _slot(refused=True, consecutive_failures=5, failed_at=99.0)
+    assert _expect_down(refused, cast(ProviderPool, _Pool())) is Expect.DOWN
+    assert _expect_down(refused, cast(ProviderPool, _Pool(changed=True))) is Expect.STARTING
+
+
+def test_a_start_under_way_is_waited_for_unless_a_crash_loop_runs_it_behind() -> None:
+    starting = _slot()
+    starting.starting = cast(Any, object())
+    assert _expect_down(starting, cast(ProviderPool, _Pool())) is Expect.STARTING
+    looping = _slot(consecutive_failures=2, failed_at=99.0)
+    looping.starting = cast(Any, object())
+    assert _expect_down(looping, cast(ProviderPool, _Pool())) is Expect.RESTARTING
