@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """The budget a composition fills while one provider warms: this checkout against another.
 
-A walkthrough's daemon (``hostd init``'s ``files`` over this checkout's ``docs/`` and an
-empty ``memory``, a provider of the user's own with one short frame to give, and a
-``semantic`` still building its index: ``tests.fixtures.warming_provider``, its warm-up
-held for the whole run), composing one question at each budget with ``strategy = "rrf"``
+A walkthrough's daemon (``hostd init``'s ``files`` over the other checkout's ``docs/``, the
+same tree for both sides, and an empty ``memory``, a provider of the user's own with one
+short frame to give, and a ``semantic`` still building its index:
+``tests.fixtures.warming_provider``, its warm-up held for the whole run), composing one question at each budget with ``strategy = "rrf"``
 and the default overfetch 2. Each side's ``hostd serve`` runs from its own checkout; the
 ``files`` provider's start and the others' are waited for (and the warming one seen
 warming) before any composition is counted. Also composed, as the reference the
@@ -40,9 +40,9 @@ from hostd.client import connect  # noqa: E402 - after this checkout is put firs
 GOAL = "how is the budget split between providers and what is each one asked for"
 
 
-def _config(workdir: Path, checkout: Path) -> Path:
+def _config(workdir: Path, checkout: Path, corpus: Path) -> Path:
     providers = {
-        "files": ["python", "-m", "providers.files", "--root", str(checkout / "docs")],
+        "files": ["python", "-m", "providers.files", "--root", str(corpus)],
         "memory": ["python", "-m", "providers.memory", "--db", str(workdir / "memory.db")],
         "mine": ["python", "-m", "tests.fixtures.healthy_provider", "--name", "mine"]
         + ["--frames", "1", "--size", "120"],
@@ -123,8 +123,8 @@ async def _state(client: Any, pid: str) -> str:
     return str({p["id"]: p["state"] for p in await client.providers()}[pid])
 
 
-async def _side(checkout: Path, workdir: Path, budgets: list[int]) -> dict[str, Any]:
-    config = _config(workdir, checkout)
+async def _side(checkout: Path, workdir: Path, budgets: list[int], corpus: Path) -> dict[str, Any]:
+    config = _config(workdir, checkout, corpus)
     out: dict[str, Any] = {}
     async with _daemon(checkout, config):
         async with connect(workdir / "run" / "hostd.sock") as client:
@@ -146,12 +146,15 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("base", type=Path, help="the other checkout (before)")
     parser.add_argument("--budgets", type=int, nargs="+", default=[800, 2000])
+    parser.add_argument("--corpus", type=Path, help="files' root (default: BASE/docs)")
     args = parser.parse_args()
     sides = {"before": args.base.resolve(), "after": ROOT}
+    # One corpus for both sides: the other checkout's docs/ (this one's may differ).
+    corpus = (args.corpus or args.base / "docs").resolve()
     report: dict[str, Any] = {}
     for name, checkout in sides.items():
         with tempfile.TemporaryDirectory(prefix=f"bench-share-{name}-") as tmp:
-            report[name] = await _side(checkout, Path(tmp), args.budgets)
+            report[name] = await _side(checkout, Path(tmp), args.budgets, corpus)
     sys.stdout.write(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n")
 
 
