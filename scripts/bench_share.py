@@ -4,11 +4,12 @@
 A walkthrough's daemon (``hostd init``'s ``files`` over the other checkout's ``docs/``, the
 same tree for both sides, and an empty ``memory``, a provider of the user's own with one
 short frame to give, and a ``semantic`` still building its index:
-``tests.fixtures.warming_provider``, its warm-up held for the whole run), composing one question at each budget with ``strategy = "rrf"``
-and the default overfetch 2. Each side's ``hostd serve`` runs from its own checkout; the
-``files`` provider's start and the others' are waited for (and the warming one seen
-warming) before any composition is counted. Also composed, as the reference the
-walkthrough compared with: the same question with ``files`` and ``memory`` alone.
+``tests.fixtures.warming_provider``, its warm-up held for the whole run), composing one
+question at each budget with ``strategy = "rrf"`` and the default overfetch 2. Each
+side's ``hostd serve`` runs from its own checkout; the other providers' starts are
+waited for (and the warming one seen warming) before any composition is counted. Also
+composed, as the reference the walkthrough compared with: the same question with
+``files`` and ``memory`` alone.
 
     git worktree add /tmp/base <commit>
     python scripts/bench_share.py /tmp/base [--budgets 800 2000]

@@ -268,9 +268,11 @@ class Host:
     ) -> FanOut:
         """Fan ``query`` out to every (or the selected) provider and audit the replies.
 
-        The budget is split with ``budget_split`` first; each provider's
-        ``query.max_tokens`` is then ``min(global_budget, ceil(share * overfetch))``
-        and B1 is judged against that asked figure (``LegReport.max_tokens``).
+        The budget is split with ``budget_split`` first, over the providers expected to
+        answer (``plan_fan_out``: one not ready or unable to answer keeps its nominal
+        share apart); each provider's ``query.max_tokens`` is then
+        ``min(global_budget, ceil(share * overfetch))`` and B1 is judged against that
+        asked figure (``LegReport.max_tokens``).
         ``timeout_ms`` is every provider's deadline (its query and its verify) in place
         of its spec's, longer or shorter. ``ready_wait_ms`` bounds the wait for a
         provider that is not ready (starting, warming up) below its start deadline: one

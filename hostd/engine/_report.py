@@ -154,7 +154,7 @@ class FanOut:
     excluded: list[Excluded] = field(default_factory=list)
     #: Read-only state per accepted frame (copy what you keep: entries may be shared).
     verification: dict[FrameId, Mapping[str, Any]] = field(default_factory=dict)
-    #: Each provider's token share (``budget_split``).
+    #: Each provider's token share (``budget_split``; ``LegReport.share``).
     shares: dict[str, int] = field(default_factory=dict)
     #: The over-fetch factor and what each provider was asked for (``max_tokens``).
     overfetch: float = 1.0
