@@ -156,7 +156,8 @@ def test_with_no_provider_expected_to_answer_the_split_is_the_nominal_one() -> N
         "c": (100, 100, None),
         "z": (0, 0, None),
     }
-    assert plan.leg("z") is not None and plan.leg("z").action is LegAction.SKIP
+    zero = plan.leg("z")
+    assert zero is not None and zero.action is LegAction.SKIP
 
 
 def test_a_weight_zero_provider_is_never_apart_and_a_small_budget_still_skips() -> None:
