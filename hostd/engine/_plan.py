@@ -70,7 +70,7 @@ class Expect(StrEnum):
     only ``answers`` takes part in the budget split (the others' value is their leg's
     ``apart``)."""
 
-    ANSWERS = "answers"  # ready, or not known otherwise (a cold start of its own)
+    ANSWERS = "answers"  # ready: the default, for a view that says nothing more
     WARMING = "warming"  # handshaken, its index still building or loading
     STARTING = "starting"  # its start (or restart) under way or due: its leg waits for it
     RESTARTING = "restarting"  # a crash loop: its restart runs behind, waited for by none
