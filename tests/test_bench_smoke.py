@@ -112,6 +112,8 @@ RUNS: dict[str, tuple[list[str], set[str]]] = {
         ["--requests", "3", "--warmup", "1", "--memory-entries", "10"],
         {"serve_median_ms", "direct_median_ms", "daemon_cpu_ms_per_composition"},
     ),
+    # One budget, this checkout against itself.
+    "bench_share": ([str(ROOT), "--budgets", "300"], {"before", "after"}),
     "bench_soak": (
         ["--compositions", "16", "--sample-every", "4", "--warmup", "4", "--mix-every", "1"]
         + ["--reconnect-every", "5", "--memory-entries", "10"],

@@ -220,6 +220,10 @@ class ProviderReport(WireResult):
     violations: list[dict[str, Any]] = Field(default_factory=list)
     max_tokens: int | None = None
     share: int | None = None
+    #: Why its share was kept out of the split the providers expected to answer shared
+    #: (``warming``, ``starting``, ``no_consent``, ``restarting``, ``failed``, ``down``):
+    #: ``share`` is then its nominal one, and the others were asked for more.
+    share_apart: str | None = None
     error: ProviderFailure | None = None
     missing_scopes: list[str] = Field(default_factory=list)
     #: Why an ``ok`` leg gave nothing, when hostd can tell (``nothing fit: …``), what it

@@ -61,6 +61,7 @@ from ._judge import JudgedLeg, judge, judge_leg
 from ._launch import Launcher, PoolSettings
 from ._leg_audit import QUARANTINE_RULES, LegAudit, audit_leg, looks_like_instructions
 from ._plan import (
+    Expect,
     FanOutPlan,
     LegAction,
     LegPlan,
@@ -91,6 +92,7 @@ __all__ = [
     "Engine",
     "Excluded",
     "FanOut",
+    "Expect",
     "FanOutPlan",
     "HandshakeRecords",
     "Health",

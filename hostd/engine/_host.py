@@ -52,11 +52,18 @@ from hostd.transport import (
 from ._clock import now
 from ._declared import HandshakeRecords
 from ._gate import ConsentGate, missing_consent
-from ._health import Health, RestartPolicy
+from ._health import (
+    Health,
+    RestartPolicy,
+    StartAction,
+    awaits_start,
+    decide_start,
+    restarts_behind,
+)
 from ._judge import JudgedLeg, audited, judge, judge_leg, refused_all, refused_words
 from ._launch import PoolSettings
 from ._outcome import WARMING_PARTIAL
-from ._plan import ProviderView, plan_fan_out
+from ._plan import Expect, ProviderView, plan_fan_out
 from ._pool import ProviderPool, Reconfigured, Slot
 from ._report import FanOut, LegReport, LegStatus
 from ._run import LegReply, restarting_message, run_fan_out
@@ -261,9 +268,11 @@ class Host:
     ) -> FanOut:
         """Fan ``query`` out to every (or the selected) provider and audit the replies.
 
-        The budget is split with ``budget_split`` first; each provider's
-        ``query.max_tokens`` is then ``min(global_budget, ceil(share * overfetch))``
-        and B1 is judged against that asked figure (``LegReport.max_tokens``).
+        The budget is split with ``budget_split`` first, over the providers expected to
+        answer (``plan_fan_out``: one not ready or unable to answer keeps its nominal
+        share apart); each provider's ``query.max_tokens`` is then
+        ``min(global_budget, ceil(share * overfetch))`` and B1 is judged against that
+        asked figure (``LegReport.max_tokens``).
         ``timeout_ms`` is every provider's deadline (its query and its verify) in place
         of its spec's, longer or shorter. ``ready_wait_ms`` bounds the wait for a
         provider that is not ready (starting, warming up) below its start deadline: one
@@ -294,7 +303,7 @@ class Host:
         plan = plan_fan_out(
             query,
             global_budget,
-            [_view(slot, links) for slot in slots],
+            [_view(slot, links, self.pool) for slot in slots],
             self._consent,
             now=now(),
             overfetch=overfetch,
@@ -625,17 +634,44 @@ class Host:
         return self.pool.slots[provider_id].conn
 
 
-def _view(slot: Slot, links: dict[str, ProviderLink]) -> ProviderView:
+def _view(slot: Slot, links: dict[str, ProviderLink], pool: ProviderPool) -> ProviderView:
     """What the plan knows of ``slot``; its live connection, if any, kept in ``links``."""
     conn = slot.live()
     if conn is None:
-        return ProviderView(slot.spec)
+        return ProviderView(slot.spec, expect=_expect_down(slot, pool))
     links[slot.spec.id] = conn
     if conn.info is None or conn.capabilities is None:
-        return ProviderView(slot.spec)
-    if conn.readiness.warming:
-        return ProviderView(slot.spec)  # a ``start`` leg: it waits for readiness first
+        return ProviderView(slot.spec, expect=Expect.STARTING)
+    readiness = conn.readiness
+    if readiness.warming:
+        # A ``start`` leg: it waits for readiness first.
+        return ProviderView(slot.spec, expect=Expect.WARMING)
+    if readiness.failed is not None:  # it refuses every query, saying why
+        return ProviderView(slot.spec, conn.info, conn.capabilities, Expect.FAILED)
     return ProviderView(slot.spec, conn.info, conn.capabilities)
+
+
+def _expect_down(slot: Slot, pool: ProviderPool) -> Expect:
+    """Whether a provider that is not running may answer a request planned now, as the
+    pool will decide its leg (``ensure``, ``restart_behind``): a start its leg waits for
+    (``starting``), a crash loop's restart that none does (``restarting``), or a leg
+    that fails at once (``down``: removed by a reload, parked, its next start not
+    waited for). Sync, no I/O but a refused credential's source, as ``ensure`` reads it."""
+    if slot.retired is not None:
+        return Expect.DOWN
+    health = slot.health
+    policy = pool.settings.restart_policy
+    if not awaits_start(health):
+        return Expect.DOWN
+    if restarts_behind(health, policy):
+        return Expect.RESTARTING
+    if slot.starting is not None:
+        return Expect.STARTING
+    changed = health.refused and pool.launcher.credential_changed(slot.spec)
+    decision = decide_start(
+        health, alive=False, now=pool.now(), policy=policy, credential_changed=changed
+    )
+    return Expect.DOWN if decision.action is StartAction.GIVE_UP else Expect.STARTING
 
 
 #: Legs that are a provider's fault: logged ``provider.leg.failed`` at warning.

@@ -63,6 +63,8 @@ def judge_leg(
         "share": leg.share,
         "latency_ms": reply.latency_ms,
     }
+    if leg.apart is not None:
+        fields["share_apart"] = leg.apart
     if reply.status is not None or reply.frames is None:
         report = LegReport(
             leg.provider_id,

@@ -9,6 +9,14 @@ request's), and the action: ``skip`` (no budget), ``no_consent`` (C1, C2, C6:
 nothing is sent), ``send`` (a live connection: written at once) or ``start``
 (the provider must be started first; consent is judged after its handshake by
 the same ``gate``). It touches no process and no clock of its own.
+
+The budget is split over the providers expected to answer: a provider that cannot
+answer this request (no consent, a crash loop whose restart no request waits for, one
+down) or that is not ready (warming, starting) keeps its share out of that split
+(``LegPlan.apart`` says why), so the others are asked for what it would have had. It
+is still asked for its nominal share, the one it has when every provider is split
+(an ask is an upper bound, and one still starting may be ready within its wait); the
+composition packs to the budget whatever the asks add up to.
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ from ._spec import ProviderSpec
 from .verify import VerifyPlan
 
 __all__ = [
+    "Expect",
     "FanOutPlan",
     "LegAction",
     "LegPlan",
@@ -56,14 +65,29 @@ class LegAction(StrEnum):
     SEND = "send"  # live and consented: the request is written at once
 
 
+class Expect(StrEnum):
+    """Whether a provider is expected to answer a request, by its state as it is planned:
+    only ``answers`` takes part in the budget split (the others' value is their leg's
+    ``apart``)."""
+
+    ANSWERS = "answers"  # ready: the default, for a view that says nothing more
+    WARMING = "warming"  # handshaken, its index still building or loading
+    STARTING = "starting"  # its start (or restart) under way or due: its leg waits for it
+    RESTARTING = "restarting"  # a crash loop: its restart runs behind, waited for by none
+    FAILED = "failed"  # its warm-up failed: it refuses every query
+    DOWN = "down"  # its leg fails at once: parked, a start not waited for, removed
+
+
 @dataclass(slots=True, frozen=True)
 class ProviderView:
     """What the plan knows of one provider: its spec and, when its connection is
-    live, the handshake's info and capabilities."""
+    live, the handshake's info and capabilities; ``expect``: whether it is expected to
+    answer (the pool's view of its state)."""
 
     spec: ProviderSpec
     info: ProviderInfo | None = None
     capabilities: Capabilities | None = None
+    expect: Expect = Expect.ANSWERS
 
 
 @dataclass(slots=True, frozen=True)
@@ -88,6 +112,10 @@ class LegPlan:
     wait_ready: bool = False
     #: Consent was decided here (the provider was live); else once after its start.
     judged: bool = False
+    #: Why its share was kept out of the split the providers expected to answer shared
+    #: (``no_consent`` or an ``Expect`` value other than ``answers``), else None: its
+    #: ``share`` is then its nominal one, the split over every provider of the fan-out.
+    apart: str | None = None
 
 
 @dataclass(slots=True, frozen=True)
@@ -236,16 +264,80 @@ def plan_fan_out(
     ``BadRequest`` for an ``overfetch`` below 1 or a budget that cannot be split."""
     overfetch = _check_overfetch(overfetch)
     views = sorted(providers, key=lambda v: v.spec.id)
-    shares = _split(global_budget, tuple(v.spec.weight for v in views)) if views else ()
+    # Consent of each live provider, decided once here (C1, C2, C6): its leg reads it.
+    missing = [_missing(view, consent) for view in views]
+    apart = _apart(views, missing)
+    shares = _shares(global_budget, views, apart)
     template = query_wire(query)
     # A named ready_wait_ms is the readiness wait's own bound, so a timeout_ms beside it
     # bounds the query alone; a timeout_ms alone bounds the start too, as it always did.
     wait = timeout_ms is None or ready_wait_ms is not None
     legs = [
-        _leg(view, share, query, template, consent, global_budget, overfetch, timeout_ms, now, wait)
-        for view, share in zip(views, shares, strict=True)
+        _leg(
+            view,
+            share,
+            query,
+            template,
+            lacks,
+            global_budget,
+            overfetch,
+            timeout_ms,
+            now,
+            wait,
+            why,
+        )
+        for view, share, lacks, why in zip(views, shares, missing, apart, strict=True)
     ]
     return FanOutPlan(query, global_budget, overfetch, tuple(legs), now, verify, ready_wait_ms)
+
+
+def _missing(view: ProviderView, consent: ConsentGate | None) -> tuple[str, ...] | None:
+    """The scopes a live provider lacks consent for (empty: none), or None when it is not
+    live (judged once after its handshake)."""
+    if view.info is None or view.capabilities is None:
+        return None
+    return tuple(missing_consent(consent, view.spec.id, view.info))
+
+
+def _apart(
+    views: Sequence[ProviderView], missing: Sequence[tuple[str, ...] | None]
+) -> tuple[str | None, ...]:
+    """Why each provider's share is kept out of the split (None: it takes part): it is not
+    expected to answer. None for every one when no provider with a weight is expected
+    to: there is no one to give its share to, and the split is the nominal one. A
+    provider of weight 0 takes part: its share is 0 in any split, nothing to keep out."""
+    why: list[str | None] = []
+    counted = False
+    for view, lacks in zip(views, missing, strict=True):
+        if not view.spec.weight > 0:
+            why.append(None)
+        elif lacks:
+            why.append("no_consent")
+        elif view.expect is Expect.ANSWERS:
+            why.append(None)
+            counted = True
+        else:
+            why.append(str(view.expect))
+    return tuple(why) if counted else (None,) * len(why)
+
+
+def _shares(
+    global_budget: int, views: Sequence[ProviderView], apart: Sequence[str | None]
+) -> tuple[int, ...]:
+    """Each provider's share: the split over those expected to answer (weights kept,
+    largest remainder), and for each one kept apart its nominal share, the split over
+    every provider (its ask if it answers after all)."""
+    if not views:
+        return ()
+    weights = tuple(v.spec.weight for v in views)
+    nominal = _split(global_budget, weights)
+    if not any(apart):  # every provider expected (the common request): one split
+        return nominal
+    # Weight 0 in the split: its quota is 0, and no leftover token reaches it.
+    split = _split(
+        global_budget, tuple(0.0 if w else x for x, w in zip(weights, apart, strict=True))
+    )
+    return tuple(n if w else s for n, s, w in zip(nominal, split, apart, strict=True))
 
 
 def _leg(
@@ -253,14 +345,16 @@ def _leg(
     share: int,
     query: ContextQuery,
     template: Mapping[str, Any],
-    consent: ConsentGate | None,
+    missing: tuple[str, ...] | None,
     global_budget: int,
     overfetch: float,
     timeout_ms: float | None,
     now: float,
     wait_ready: bool,
+    apart: str | None,
 ) -> LegPlan:
-    """One provider's leg (``template``: the query's wire form, shared by every leg)."""
+    """One provider's leg (``template``: the query's wire form, shared by every leg;
+    ``missing``: its consent as ``_missing`` decided it)."""
     spec = view.spec
     asked = asked_tokens(share, global_budget, overfetch)
     limit = leg_limit_ms(spec, timeout_ms)
@@ -270,14 +364,21 @@ def _leg(
     leg_query = (
         query if asked == query.max_tokens else query.model_copy(update={"max_tokens": asked})
     )
-    if view.info is None or view.capabilities is None:
+    if missing is None or view.capabilities is None:
         # Consent is judged once after its handshake, by ``gate`` (its leg's or its verify's).
         action = LegAction.SKIP if asked <= 0 else LegAction.START
         return LegPlan(
-            spec.id, action, share, asked, limit, deadline, leg_query, wait_ready=wait_ready
+            spec.id,
+            action,
+            share,
+            asked,
+            limit,
+            deadline,
+            leg_query,
+            wait_ready=wait_ready,
+            apart=apart,
         )
     # Consent is decided here, once, for every live provider (its verify reads it too).
-    gated, missing = gate(leg_query, spec.id, view.info, view.capabilities, consent)
     if asked <= 0 or missing:
         action = LegAction.SKIP if asked <= 0 else LegAction.NO_CONSENT
         return LegPlan(
@@ -291,12 +392,26 @@ def _leg(
             missing_scopes=missing,
             wait_ready=wait_ready,
             judged=True,
+            apart=apart,
         )
+    # ``gate``'s second step (its consent decided above): P5.
+    gated = trim_representations(leg_query, view.capabilities)
     # The template's wire form with this leg's max_tokens, unless P5 trimmed the query.
     untrimmed = gated.representation_preferences == query.representation_preferences
     wire = {**template, "max_tokens": asked} if untrimmed else query_wire(gated)
     return LegPlan(
-        spec.id, LegAction.SEND, share, asked, limit, deadline, gated, wire, (), wait_ready, True
+        spec.id,
+        LegAction.SEND,
+        share,
+        asked,
+        limit,
+        deadline,
+        gated,
+        wire,
+        (),
+        wait_ready,
+        True,
+        apart,
     )
 
 

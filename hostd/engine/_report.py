@@ -73,7 +73,8 @@ class LegReport:
     #: The tokens this provider was asked to stay within (B1): its share times the
     #: fan-out's ``overfetch``, capped at the global budget.
     max_tokens: int | None = None
-    #: Its ``budget_split`` share of the global budget (before over-fetch).
+    #: Its ``budget_split`` share of the global budget (before over-fetch): of the split
+    #: over the providers expected to answer, or with ``share_apart`` its nominal one.
     share: int | None = None
     #: Honest (recomputed) cost of the accepted frames.
     tokens_accepted: int = 0
@@ -97,6 +98,11 @@ class LegReport:
     #: a failure of the provider's own (``record_leg``'s ``ran``). A leg not asked for
     #: what is no failure (``no_consent``, ``skipped``, ``warming``) says so by its status.
     sent: bool = True
+    #: Why its share was kept out of the split the providers expected to answer shared
+    #: (``warming``, ``starting``, ``no_consent``, ``restarting``, ``failed``, ``down``:
+    #: ``LegPlan.apart``): ``share`` is then its nominal one, the split over every
+    #: provider asked, and the others were asked for what it would have had.
+    share_apart: str | None = None
 
     @property
     def looping(self) -> bool:
@@ -120,6 +126,8 @@ class LegReport:
             out["max_tokens"] = self.max_tokens
         if self.share is not None:
             out["share"] = self.share
+        if self.share_apart is not None:
+            out["share_apart"] = self.share_apart
         if self.error_code is not None:
             out["error"] = {"code": self.error_code, "message": self.error_message or ""}
             if self.phase is not None:
@@ -146,7 +154,7 @@ class FanOut:
     excluded: list[Excluded] = field(default_factory=list)
     #: Read-only state per accepted frame (copy what you keep: entries may be shared).
     verification: dict[FrameId, Mapping[str, Any]] = field(default_factory=dict)
-    #: Each provider's token share (``budget_split``).
+    #: Each provider's token share (``budget_split``; ``LegReport.share``).
     shares: dict[str, int] = field(default_factory=dict)
     #: The over-fetch factor and what each provider was asked for (``max_tokens``).
     overfetch: float = 1.0

@@ -179,6 +179,12 @@ _PROVIDER_REPORT = {
         "latency_ms": {"type": "number"},
         "max_tokens": {"type": "integer", "description": "the tokens it was asked for (B1)"},
         "share": {"type": "integer", "description": "its share of the budget"},
+        "share_apart": {
+            "type": "string",
+            "description": "why its share was kept out of the split the providers expected "
+            "to answer shared (warming, starting, no_consent, restarting, failed, down): "
+            "share is then its nominal one, and the others were asked for more",
+        },
         "error": {
             "type": "object",
             "properties": {

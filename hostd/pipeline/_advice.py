@@ -4,8 +4,11 @@ budget was too small, the smallest budget at which a frame could be included.
 Pure, over the composition's audit entries and the fan-out's figures; the engine's
 own split (``least_budget``) says what each provider would be asked at another
 budget, so the budget named asks the provider whose frame it names for that frame
-(a provider's share, and the over-fetch on it, change with the budget). The hint is
-``audit.budget_hint`` on the wire; ``hostd._hints.budget_advice`` words it.
+(a provider's share, and the over-fetch on it, change with the budget). The split is
+the one the fan-out was planned with: over the providers expected to answer, a
+provider whose leg says its share was kept apart (``LegReport.share_apart``) taking
+none of it but its own nominal one. The hint is ``audit.budget_hint`` on the wire;
+``hostd._hints.budget_advice`` words it.
 """
 
 from __future__ import annotations
@@ -54,6 +57,14 @@ def budget_hint(
         for e in entries
         if e.get("reason") == "over_budget" and isinstance(d := e.get("detail"), Mapping)
     ]
+    # The split each provider was asked by: over those expected to answer, or, for one
+    # kept apart, its nominal one over every provider.
+    apart = {p for p, r in reports.items() if r.share_apart is not None}
+    counted = {p: w for p, w in weights.items() if p not in apart} if apart else weights
+
+    def split_of(pid: str) -> Mapping[str, float]:
+        return weights if pid in apart else counted
+
     best: dict[str, Any] | None = None
     # Cheapest block first: none costing more can need a smaller budget than the best.
     for block, entry in sorted(priced, key=lambda p: p[0]):
@@ -65,7 +76,7 @@ def budget_hint(
         if weights.get(pid, 0) <= 0:
             continue
         budget = least_budget(
-            pid, weights, own, overfetch=overfetch, at_least=fixed + block, held=held
+            pid, split_of(pid), own, overfetch=overfetch, at_least=fixed + block, held=held
         )
         if best is None or budget < best["budget"]:
             best = {"budget": budget, "provider": pid, "cost": block, "frame": dict(frame)}
@@ -76,14 +87,18 @@ def budget_hint(
                 continue
             had = report.max_tokens or 0
             budget = least_budget(
-                pid, weights, had + 1, overfetch=overfetch, at_least=fixed + had + 1, held=held
+                pid,
+                split_of(pid),
+                had + 1,
+                overfetch=overfetch,
+                at_least=fixed + had + 1,
+                held=held,
             )
             if best is None or budget < best["budget"]:
                 best = {"budget": budget, "provider": pid, "had": had}
     if best is None:
         return None
     best["fixed"] = fixed
-    best["asked"] = asked_at(
-        best["provider"], weights, best["budget"], overfetch=overfetch, held=held
-    )
+    pid = best["provider"]
+    best["asked"] = asked_at(pid, split_of(pid), best["budget"], overfetch=overfetch, held=held)
     return best

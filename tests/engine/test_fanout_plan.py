@@ -92,14 +92,22 @@ def test_each_leg_gets_its_action_share_asked_and_deadline() -> None:
         "zero": LegAction.SKIP,
     }
     assert legs["egress"].missing_scopes == ("net",)
+    # The provider refused for consent keeps its nominal share out of the split: the two
+    # expected to answer share the budget (a weight of 0 takes none in any split).
     assert {p: leg.share for p, leg in legs.items()} == {
-        "cold": 100,
+        "cold": 150,
         "egress": 100,
-        "warm": 100,
+        "warm": 150,
         "zero": 0,
     }
-    assert legs["warm"].asked == 200 and legs["warm"].query.max_tokens == 200
-    assert legs["warm"].wire is not None and legs["warm"].wire["max_tokens"] == 200
+    assert {p: leg.apart for p, leg in legs.items()} == {
+        "cold": None,
+        "egress": "no_consent",
+        "warm": None,
+        "zero": None,
+    }
+    assert legs["warm"].asked == 300 and legs["warm"].query.max_tokens == 300
+    assert legs["warm"].wire is not None and legs["warm"].wire["max_tokens"] == 300
     # One deadline per provider: the request's timeout when it names one, longer or
     # shorter than the provider's own (cold's is 500 ms, warm's the default 2000 ms).
     assert legs["cold"].limit_ms == 1000 and legs["cold"].deadline == pytest.approx(101.0)

@@ -241,6 +241,13 @@ async def test_a_crash_loops_leg_is_a_failure_while_a_provider_building_its_inde
     assert (looping.status, looping.error_code) == (LegStatus.CRASHED, "restarting"), looping
     assert (cold.status, cold.error_code) == (LegStatus.WARMING, "warming"), cold
     assert fan.reports["h"].status is LegStatus.OK and {p for p, _ in fan.accepted} == {"h"}
+    # Neither is expected to answer as the request is planned: h is asked for the whole
+    # budget, they for their nominal thirds, each saying why its share was kept apart.
+    assert {p: (r.share, r.max_tokens, r.share_apart) for p, r in fan.reports.items()} == {
+        "c": (334, 334, "restarting"),
+        "h": (1000, 1000, None),
+        "w": (333, 333, "warming"),
+    }
     wire = looping.to_wire()
     assert (wire["status"], wire["error"]["code"]) == ("crashed", "restarting"), wire
     assert wire["error"]["message"].startswith(

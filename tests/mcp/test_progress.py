@@ -405,6 +405,7 @@ def test_the_output_schema_declares_every_member_of_a_provider_report() -> None:
         share=600,
         missing_scopes=("api.example.com",),
         note="nothing fit: no frame within its share of 1200 tokens",
+        share_apart="warming",
     )
     wire = report.to_wire()
     item = COMPOSE_OUTPUT_SCHEMA["properties"]["providers"]["items"]

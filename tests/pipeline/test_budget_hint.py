@@ -113,3 +113,31 @@ def test_a_provider_that_left_frames_out_gets_the_least_budget_one_could_fit() -
     assert hint["budget"] == least_budget("files", weights, 9, overfetch=2.0, at_least=87 + 9)
     assert (hint["provider"], hint["had"]) == ("files", 8)
     assert hint["asked"] == asked_at("files", weights, hint["budget"], overfetch=2.0) >= 9
+
+
+def test_the_hint_asks_by_the_split_the_fan_out_was_planned_with() -> None:
+    """A provider kept out of the split (warming) left its share to files: the budget
+    named asks files for its frame with files alone in the split; a frame of the one kept
+    apart is named by its nominal split, over every provider."""
+    weights = {"files": 1.0, "semantic": 1.0}
+    files = LegReport("files", LegStatus.OK, max_tokens=400, share=400)
+    warming = LegReport(
+        "semantic", LegStatus.WARMING, max_tokens=200, share=200, share_apart="warming"
+    )
+    reports = {"files": files, "semantic": warming}
+    entry = [_entry("files", "f1", 310)]
+    hint = budget_hint(
+        entry, reports, {("files", "f1"): 300}, weights, overfetch=1, fixed=87, held=0
+    )
+    assert hint is not None and (hint["budget"], hint["asked"]) == (397, 397)
+    # Both in the split, as when semantic answers: files is asked for half (the odd token
+    # its own, the earlier id).
+    both = budget_hint(
+        entry, {"files": files}, {("files", "f1"): 300}, weights, overfetch=1, fixed=87, held=0
+    )
+    assert both is not None and (both["budget"], both["asked"]) == (599, 300)
+    own = [_entry("semantic", "s1", 310)]
+    kept = budget_hint(
+        own, reports, {("semantic", "s1"): 300}, weights, overfetch=1, fixed=87, held=0
+    )
+    assert kept is not None and (kept["provider"], kept["budget"]) == ("semantic", 600)
