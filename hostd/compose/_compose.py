@@ -251,12 +251,19 @@ def render(
         positions[j] = positions[lead]
     budget, meter = floors.budget, floors.meter
     prompt = assemble(floors, layout.parts)
+    # The prompt's UTF-8 size, where the walk counted it: with the canonical meter its
+    # bytes are the preamble's, the floors' and each admitted block's, less what
+    # coalescing saved (``prompt_usage`` reads it instead of encoding the prompt).
+    size: int | None = None
     if not prompt:
         tokens_used = 0
     elif counted is not None:  # the whole prompt, counted by the tokenizer
         tokens_used = counted
     else:
-        tokens_used = meter.tokens(packing.used - layout.saved)
+        used = packing.used - layout.saved
+        tokens_used = meter.tokens(used)
+        if meter is CANONICAL:
+            size = used
     assert tokens_used <= budget  # the packer's invariant; a failure here is a bug
     entries = ranked_entries(
         order,
@@ -302,7 +309,13 @@ def render(
     )
     model_tokens = tokens_used if meter is not CANONICAL else None
     return ComposedPrompt(
-        prompt, tuple(citations), audit, model_tokens, _tokenizer_name(meter), tuple(shown)
+        prompt,
+        tuple(citations),
+        audit,
+        model_tokens,
+        _tokenizer_name(meter),
+        tuple(shown),
+        prompt_bytes=0 if not prompt else size,
     )
 
 
