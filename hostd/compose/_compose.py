@@ -30,7 +30,7 @@ from hostd.protocol import ContextFrame, FrameId, LineIndex
 from ._audit import UNVERIFIABLE, is_verified, ranked_entries, unranked_entries
 from ._candidates import CandidateSet, FramePair, frame_id_of_key, key_to_wire, pick_from
 from ._coalesce import Layout, audit_notes, lay_out, refold
-from ._dedup import dedup_pool
+from ._dedup import dedup_pool, no_place
 from ._floors import AdmittedFloors, FloorInput, check_budget, check_floors
 from ._lines import Span
 from ._meter import CANONICAL, Meter, TokenCounter, meter_for, same_meter
@@ -103,6 +103,9 @@ class Survivors:
     spans: Mapping[int, Span] = field(default_factory=dict)
     #: Two providers, one frame without ``file`` provenance: text may be quoted twice.
     mixed: bool = False
+    #: When ``mixed``: each candidate, whether it has no ``file`` provenance (dedup
+    #: found it for the pool; None: ``placeless`` reads it when asked).
+    placeless: Sequence[bool] | None = None
 
 
 def dedup(frames: Iterable[FramePair]) -> Survivors:
@@ -113,7 +116,13 @@ def dedup(frames: Iterable[FramePair]) -> Survivors:
     if deduped.drops:
         contents = pick_from(deduped.origin)(contents)
     return Survivors(
-        pool, deduped.kept, contents, deduped.drops, deduped.origin, mixed=deduped.mixed
+        pool,
+        deduped.kept,
+        contents,
+        deduped.drops,
+        deduped.origin,
+        mixed=deduped.mixed,
+        placeless=deduped.placeless,
     )
 
 
@@ -136,6 +145,7 @@ def spans(
         merge.frames[i].content if i in merge.frames else survivors.contents[i] for i in keep
     ]
     position = {i: k for k, i in enumerate(keep)}
+    known = survivors.placeless
     return Survivors(
         survivors.pool,
         apply_spans(cands, merge),
@@ -146,6 +156,11 @@ def spans(
         {position[i]: note for i, note in merge.notes.items() if i in position},
         {position[i]: span for i, span in merge.spans.items() if i in position},
         survivors.mixed,
+        None
+        if known is None
+        else [
+            no_place(merge.frames[i].provenance) if i in merge.frames else known[i] for i in keep
+        ],
     )
 
 
@@ -169,7 +184,7 @@ class Prices:
 
 def placeless(cands: CandidateSet) -> list[bool]:
     """Each candidate: whether it has no ``file`` provenance (no place to re-read)."""
-    return [all(p.type != "file" for p in f.provenance) for f in cands.frames]
+    return [no_place(f.provenance) for f in cands.frames]
 
 
 def unverified_of(cands: CandidateSet, verification: Verification | None) -> frozenset[int]:
@@ -473,7 +488,10 @@ def compose_for_prompt(
 
     if meter is not CANONICAL:
         prices = count_blocks(prices, meter, render_block)
-    quotes = Quotes.of(pids, survivors.contents, placeless(cands)) if survivors.mixed else None
+    quotes = None
+    if survivors.mixed:
+        known = survivors.placeless
+        quotes = Quotes.of(pids, survivors.contents, placeless(cands) if known is None else known)
 
     packing = pack(
         order,
