@@ -86,7 +86,12 @@ def _shown(body: str) -> str:
 
 def _unshown(body: str) -> int:
     """How many newlines ``body`` ends with: bytes its block does not show (``_shown``)."""
-    return len(body) - len(body.rstrip("\n")) if body.endswith("\n") else 0
+    if not body.endswith("\n"):
+        return 0
+    # Most bodies end with one newline: counted without a stripped copy of the body.
+    if not body.endswith("\n\n"):
+        return 1
+    return len(body) - len(body.rstrip("\n"))
 
 
 # Detection runs on a skeleton of the content (Unicode TR39 style): every
