@@ -39,10 +39,9 @@ from ._placement import check_placement, place_indices
 from ._render import (
     EVIDENCE_PREAMBLE,
     fence,
-    kinds_and_labels,
+    fence_columns,
     priced_blocks,
     render_frame,
-    title_attributes,
 )
 from ._result import Citation, ComposedPrompt, CompositionAudit
 from ._same_text import Quotes
@@ -199,9 +198,8 @@ def price(survivors: Survivors, verification: Verification | None) -> Prices:
     """Every candidate priced as its fenced block, in bytes, none rendered
     (``priced_blocks``); with a tokenizer, ``count_blocks`` prices them again."""
     cands = survivors.cands
-    kinds, labels = kinds_and_labels(cands.frames)
+    kinds, labels, titles = fence_columns(cands.frames)
     unverified = unverified_of(cands, verification)
-    titles = title_attributes(cands.frames)
     bodies, sizes, clean = priced_blocks(
         cands.provider_ids, kinds, labels, survivors.contents, unverified, titles
     )
