@@ -23,7 +23,7 @@ from typing import Any
 
 from hostd.protocol import ContextFrame, FrameId, Provenance
 
-from ._candidates import CandidateSet, FramePair, SortKey, frame_id_of_key
+from ._candidates import CandidateSet, FramePair, SortKey, frame_id_of_key, pick_from
 from ._same_text import text_links
 
 __all__ = ["DedupDrop", "Deduped", "dedup_cross_provider", "no_place"]
@@ -327,11 +327,19 @@ def dedup_pool(
         drops.extend(zip(lost, repeat(best)))
 
     origin = list(compress(range(n), keep_mask))
-    kept = pool.subset(origin)
-    if replaced:
-        kept = replace(kept, frames=tuple([replaced.get(i, frames[i]) for i in origin]))
+    # The kept set built once, its columns picked and its frames and support in place
+    # (not a subset then two copies of it, each a frozen dataclass set field by field).
+    pick = pick_from(origin)
+    kept_frames = tuple([replaced.get(i, frames[i]) for i in origin]) if replaced else pick(frames)
     position = {i: bisect_left(origin, i) for i in support}  # origin is sorted
-    kept = replace(kept, support={position[i]: sup for i, sup in support.items()})
+    kept = CandidateSet(
+        pick(pool.provider_ids),
+        kept_frames,
+        pick(pool.ids),
+        pick(pool.digests),
+        pick(pool.scores),
+        {position[i]: sup for i, sup in support.items()},
+    )
     kept_placeless = None
     if placeless is not None:  # the packer's ``Quotes`` reads it: picked, not read again
         kept_placeless = [placeless[i] for i in origin]
