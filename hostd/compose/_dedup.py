@@ -265,7 +265,9 @@ def dedup_pool(
 
     # Only the groups' members are read further: most frames are in none, and their
     # keys and provenance fields are never built (nor their models' memory touched).
-    key_of = keys.__getitem__ if keys is not None else pool.key
+    # Every group member's key is read (to rank it), and the audit orders the dropped
+    # frames by theirs: the pool's key column, zipped in C once, serves both.
+    key_of = (keys if keys is not None else pool.key_column()).__getitem__
     if single:
 
         def pkeys_of(i: int) -> Sequence[tuple[str | None, ...]]:
