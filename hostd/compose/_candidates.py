@@ -116,6 +116,9 @@ class CandidateSet(Sequence[FramePair]):
     support: Mapping[int, tuple[tuple[str, float], ...]] = field(default_factory=dict)
     #: ``canonical()``, once asked (every copy sorts its own).
     _canonical: list[int] | None = field(default=None, init=False, compare=False)
+    #: ``key_column()``, once asked: dedup ranks its groups by the keys and the audit
+    #: orders the duplicates by them, one column for both.
+    _keys: list[SortKey] | None = field(default=None, init=False, compare=False)
 
     @classmethod
     def of(cls, frames: CandidateSet | Iterable[FramePair]) -> CandidateSet:
@@ -181,10 +184,16 @@ class CandidateSet(Sequence[FramePair]):
 
     def key_column(self) -> list[SortKey]:
         """Every candidate's canonical key, index aligned (zipped from the columns in
-        C, not built one call at a time)."""
-        digests = self.digests
-        has = [d is not None for d in digests]
-        return list(zip(self.provider_ids, self.ids, has, [d or "" for d in digests], strict=True))
+        C, not built one call at a time), built once: read it, do not change it."""
+        keys = self._keys
+        if keys is None:
+            digests = self.digests
+            has = [d is not None for d in digests]
+            keys = list(
+                zip(self.provider_ids, self.ids, has, [d or "" for d in digests], strict=True)
+            )
+            object.__setattr__(self, "_keys", keys)
+        return keys
 
     def canonical(self) -> list[int]:
         """Every index in canonical FrameId order, sorted once and then reused.

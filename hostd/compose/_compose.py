@@ -30,7 +30,7 @@ from hostd.protocol import ContextFrame, FrameId, LineIndex
 from ._audit import UNVERIFIABLE, is_verified, ranked_entries, unranked_entries
 from ._candidates import CandidateSet, FramePair, frame_id_of_key, key_to_wire, pick_from
 from ._coalesce import Layout, audit_notes, lay_out, refold
-from ._dedup import dedup_pool
+from ._dedup import dedup_pool, no_place
 from ._floors import AdmittedFloors, FloorInput, check_budget, check_floors
 from ._lines import Span
 from ._meter import CANONICAL, Meter, TokenCounter, meter_for, same_meter
@@ -39,10 +39,9 @@ from ._placement import check_placement, place_indices
 from ._render import (
     EVIDENCE_PREAMBLE,
     fence,
-    kinds_and_labels,
+    fence_columns,
     priced_blocks,
     render_frame,
-    title_attributes,
 )
 from ._result import Citation, ComposedPrompt, CompositionAudit
 from ._same_text import Quotes
@@ -103,6 +102,9 @@ class Survivors:
     spans: Mapping[int, Span] = field(default_factory=dict)
     #: Two providers, one frame without ``file`` provenance: text may be quoted twice.
     mixed: bool = False
+    #: When ``mixed``: each candidate, whether it has no ``file`` provenance (dedup
+    #: found it for the pool; None: ``placeless`` reads it when asked).
+    placeless: Sequence[bool] | None = None
 
 
 def dedup(frames: Iterable[FramePair]) -> Survivors:
@@ -113,7 +115,13 @@ def dedup(frames: Iterable[FramePair]) -> Survivors:
     if deduped.drops:
         contents = pick_from(deduped.origin)(contents)
     return Survivors(
-        pool, deduped.kept, contents, deduped.drops, deduped.origin, mixed=deduped.mixed
+        pool,
+        deduped.kept,
+        contents,
+        deduped.drops,
+        deduped.origin,
+        mixed=deduped.mixed,
+        placeless=deduped.placeless,
     )
 
 
@@ -136,6 +144,7 @@ def spans(
         merge.frames[i].content if i in merge.frames else survivors.contents[i] for i in keep
     ]
     position = {i: k for k, i in enumerate(keep)}
+    known = survivors.placeless
     return Survivors(
         survivors.pool,
         apply_spans(cands, merge),
@@ -146,6 +155,11 @@ def spans(
         {position[i]: note for i, note in merge.notes.items() if i in position},
         {position[i]: span for i, span in merge.spans.items() if i in position},
         survivors.mixed,
+        None
+        if known is None
+        else [
+            no_place(merge.frames[i].provenance) if i in merge.frames else known[i] for i in keep
+        ],
     )
 
 
@@ -169,7 +183,7 @@ class Prices:
 
 def placeless(cands: CandidateSet) -> list[bool]:
     """Each candidate: whether it has no ``file`` provenance (no place to re-read)."""
-    return [all(p.type != "file" for p in f.provenance) for f in cands.frames]
+    return [no_place(f.provenance) for f in cands.frames]
 
 
 def unverified_of(cands: CandidateSet, verification: Verification | None) -> frozenset[int]:
@@ -184,9 +198,8 @@ def price(survivors: Survivors, verification: Verification | None) -> Prices:
     """Every candidate priced as its fenced block, in bytes, none rendered
     (``priced_blocks``); with a tokenizer, ``count_blocks`` prices them again."""
     cands = survivors.cands
-    kinds, labels = kinds_and_labels(cands.frames)
+    kinds, labels, titles = fence_columns(cands.frames)
     unverified = unverified_of(cands, verification)
-    titles = title_attributes(cands.frames)
     bodies, sizes, clean = priced_blocks(
         cands.provider_ids, kinds, labels, survivors.contents, unverified, titles
     )
@@ -251,12 +264,19 @@ def render(
         positions[j] = positions[lead]
     budget, meter = floors.budget, floors.meter
     prompt = assemble(floors, layout.parts)
+    # The prompt's UTF-8 size, where the walk counted it: with the canonical meter its
+    # bytes are the preamble's, the floors' and each admitted block's, less what
+    # coalescing saved (``prompt_usage`` reads it instead of encoding the prompt).
+    size: int | None = None
     if not prompt:
         tokens_used = 0
     elif counted is not None:  # the whole prompt, counted by the tokenizer
         tokens_used = counted
     else:
-        tokens_used = meter.tokens(packing.used - layout.saved)
+        used = packing.used - layout.saved
+        tokens_used = meter.tokens(used)
+        if meter is CANONICAL:
+            size = used
     assert tokens_used <= budget  # the packer's invariant; a failure here is a bug
     entries = ranked_entries(
         order,
@@ -302,7 +322,13 @@ def render(
     )
     model_tokens = tokens_used if meter is not CANONICAL else None
     return ComposedPrompt(
-        prompt, tuple(citations), audit, model_tokens, _tokenizer_name(meter), tuple(shown)
+        prompt,
+        tuple(citations),
+        audit,
+        model_tokens,
+        _tokenizer_name(meter),
+        tuple(shown),
+        prompt_bytes=0 if not prompt else size,
     )
 
 
@@ -460,7 +486,10 @@ def compose_for_prompt(
 
     if meter is not CANONICAL:
         prices = count_blocks(prices, meter, render_block)
-    quotes = Quotes.of(pids, survivors.contents, placeless(cands)) if survivors.mixed else None
+    quotes = None
+    if survivors.mixed:
+        known = survivors.placeless
+        quotes = Quotes.of(pids, survivors.contents, placeless(cands) if known is None else known)
 
     packing = pack(
         order,

@@ -23,10 +23,10 @@ from typing import Any
 
 from hostd.protocol import ContextFrame, FrameId, Provenance
 
-from ._candidates import CandidateSet, FramePair, SortKey, frame_id_of_key
+from ._candidates import CandidateSet, FramePair, SortKey, frame_id_of_key, pick_from
 from ._same_text import text_links
 
-__all__ = ["DedupDrop", "Deduped", "dedup_cross_provider"]
+__all__ = ["DedupDrop", "Deduped", "dedup_cross_provider", "no_place"]
 
 
 @dataclass(slots=True, frozen=True)
@@ -57,6 +57,8 @@ class _DedupResult:
     drops: list[tuple[int, int]]
     #: Whether the same-text rules have pairs to compare (``_same_text``).
     mixed: bool = False
+    #: When ``mixed``: each kept candidate, whether it has no ``file`` provenance.
+    placeless: Sequence[bool] | None = None
 
 
 def _prov_key(p: Provenance) -> tuple[str | None, ...]:
@@ -196,6 +198,11 @@ def _merged_single(
     return [provs[i][0] for i in first.values()]
 
 
+def no_place(provenance: Iterable[Provenance]) -> bool:
+    """Whether a frame with this provenance has no ``file`` entry (no place to re-read)."""
+    return all(p.type != "file" for p in provenance)
+
+
 def _placeless(
     pool: CandidateSet, dicts: list[Any], owners: Sequence[int], single: bool
 ) -> list[bool] | None:
@@ -254,11 +261,13 @@ def dedup_pool(
         regions += text_links(contents, pool.provider_ids, placeless)
     mixed = placeless is not None
     if not (same or regions):
-        return _DedupResult(pool, range(n), [], mixed)
+        return _DedupResult(pool, range(n), [], mixed, placeless)
 
     # Only the groups' members are read further: most frames are in none, and their
     # keys and provenance fields are never built (nor their models' memory touched).
-    key_of = keys.__getitem__ if keys is not None else pool.key
+    # Every group member's key is read (to rank it), and the audit orders the dropped
+    # frames by theirs: the pool's key column, zipped in C once, serves both.
+    key_of = (keys if keys is not None else pool.key_column()).__getitem__
     if single:
 
         def pkeys_of(i: int) -> Sequence[tuple[str | None, ...]]:
@@ -320,12 +329,26 @@ def dedup_pool(
         drops.extend(zip(lost, repeat(best)))
 
     origin = list(compress(range(n), keep_mask))
-    kept = pool.subset(origin)
-    if replaced:
-        kept = replace(kept, frames=tuple([replaced.get(i, frames[i]) for i in origin]))
+    # The kept set built once, its columns picked and its frames and support in place
+    # (not a subset then two copies of it, each a frozen dataclass set field by field).
+    pick = pick_from(origin)
+    kept_frames = tuple([replaced.get(i, frames[i]) for i in origin]) if replaced else pick(frames)
     position = {i: bisect_left(origin, i) for i in support}  # origin is sorted
-    kept = replace(kept, support={position[i]: sup for i, sup in support.items()})
-    return _DedupResult(kept, origin, drops, mixed)
+    kept = CandidateSet(
+        pick(pool.provider_ids),
+        kept_frames,
+        pick(pool.ids),
+        pick(pool.digests),
+        pick(pool.scores),
+        {position[i]: sup for i, sup in support.items()},
+    )
+    kept_placeless = None
+    if placeless is not None:  # the packer's ``Quotes`` reads it: picked, not read again
+        kept_placeless = [placeless[i] for i in origin]
+        for j, i in enumerate(origin):
+            if i in replaced:  # it carries its group's provenance now
+                kept_placeless[j] = no_place(replaced[i].provenance)
+    return _DedupResult(kept, origin, drops, mixed, kept_placeless)
 
 
 def dedup_cross_provider(frames: Iterable[FramePair]) -> Deduped:

@@ -44,6 +44,7 @@ __all__ = [
     "TITLE_CHARS",
     "TITLE_SCAN",
     "citation_label_for",
+    "fence_columns",
     "kinds_and_labels",
     "compose_context",
     "escape_attribute",
@@ -86,7 +87,12 @@ def _shown(body: str) -> str:
 
 def _unshown(body: str) -> int:
     """How many newlines ``body`` ends with: bytes its block does not show (``_shown``)."""
-    return len(body) - len(body.rstrip("\n")) if body.endswith("\n") else 0
+    if not body.endswith("\n"):
+        return 0
+    # Most bodies end with one newline: counted without a stripped copy of the body.
+    if not body.endswith("\n\n"):
+        return 1
+    return len(body) - len(body.rstrip("\n"))
 
 
 # Detection runs on a skeleton of the content (Unicode TR39 style): every
@@ -363,6 +369,35 @@ def title_attributes(frames: Sequence[ContextFrame]) -> list[str]:
         else _title_part(title, label) + validity_attribute(valid_from, valid_to)
         for title, label, valid_from, valid_to in map(_TITLE_FIELDS, map(_DICT, frames))
     ]
+
+
+#: What a fence shows of a frame beside its provider and body, from the model's ``__dict__``.
+_FENCE_FIELDS = itemgetter("kind", "citation_label", "title", "valid_from", "valid_to")
+
+
+def fence_columns(frames: Sequence[ContextFrame]) -> tuple[list[str], list[str], list[str]]:
+    """``kinds_and_labels`` and ``title_attributes`` of ``frames`` together: each model's
+    fields read once, each label tested once (pricing wants all three)."""
+    kinds: list[str] = []
+    labels: list[str] = []
+    titles: list[str] = []
+    add_kind, add_label, add_title = kinds.append, labels.append, titles.append
+    for kind, label, title, valid_from, valid_to in map(_FENCE_FIELDS, map(_DICT, frames)):
+        add_kind(kind)
+        if label is None or not label.strip():  # cited by its title, which adds nothing
+            add_label(title)
+            part = ""
+        else:
+            add_label(label)
+            part = (
+                _remembered_titles(title, label)
+                if len(title) <= TITLE_SCAN and len(label) <= TITLE_SCAN
+                else title_attribute(title, label)
+            )
+        if valid_from is not None or valid_to is not None:
+            part += validity_attribute(valid_from, valid_to)
+        add_title(part)
+    return kinds, labels, titles
 
 
 def kinds_and_labels(frames: Sequence[ContextFrame]) -> tuple[list[str], list[str]]:

@@ -303,6 +303,9 @@ class ComposedPrompt:
     #: The tokenizer's name (None: the budget counted canonical tokens, B3).
     tokenizer: str | None = None
     shown: tuple[tuple[str, ContextFrame], ...] = ()
+    #: The prompt's UTF-8 size when the composition already counted it (the packer
+    #: counts the bytes of every block it admits); None: measured when asked.
+    prompt_bytes: int | None = field(default=None, repr=False, compare=False)
 
     @property
     def tokens_used(self) -> int:
@@ -312,7 +315,9 @@ class ComposedPrompt:
         """The prompt's size both ways: ``bytes`` (UTF-8), ``canonical_tokens``
         (B3: ``ceil(bytes / 4)``) and, with a tokenizer, ``tokens`` in its count
         and its name (``tokenizer``): the ``usage.prompt`` of a composition."""
-        size = len(self.prompt.encode("utf-8", "surrogatepass"))
+        size = self.prompt_bytes
+        if size is None:  # encoding a prompt of 16 KB that is not ASCII is a copy of it
+            size = len(self.prompt.encode("utf-8", "surrogatepass"))
         out: dict[str, Any] = {"bytes": size, "canonical_tokens": (size + 3) >> 2}
         if self.tokenizer is not None:
             out["tokens"] = self.model_tokens

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hostd.compose import DedupDrop, dedup_cross_provider
+from hostd.compose._candidates import CandidateSet
 from hostd.protocol import FrameId
 
 from ._helpers import digest_of, file_prov, frame, frame_pairs
@@ -212,3 +213,14 @@ def test_a_group_of_single_entries_merges_as_the_general_rule_does(
     if fast is not None:
         assert general is not None
         assert all(a is b for a, b in zip(fast, general, strict=True))
+
+
+def test_the_key_column_is_each_candidates_key_built_once() -> None:
+    pool = CandidateSet.of(
+        [("b", frame("x", 0.5, "one", with_digest=True)), ("a", frame("y", 0.4, None))]
+    )
+    keys = pool.key_column()
+    assert keys == [pool.key(0), pool.key(1)]
+    assert keys[0][2] and keys[1] == ("a", "y", False, "")  # a missing digest orders first
+    # dedup ranks its groups by it and the audit orders the duplicates by it: one column
+    assert pool.key_column() is keys

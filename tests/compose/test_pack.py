@@ -15,6 +15,7 @@ from hostd.compose._pack import Labels
 from hostd.compose._render import (
     _neutral,
     fence,
+    fence_columns,
     kinds_and_labels,
     neutral_bodies,
     neutral_bodies_sized,
@@ -201,9 +202,26 @@ def test_bulk_prices_equal_each_rendered_block(
         for i, (pid, f, label) in enumerate(zip(pids, frames, labels, strict=True))
     ]
     titles = title_attributes(frames)
+    # pricing reads all three columns in one pass: the same values
+    assert fence_columns(frames) == (kinds, labels, titles)
     assert rendered_sizes(pids, kinds, labels, contents, unverified, titles) == expected
     one = rendered_sizes(pids[:1], kinds[:1], labels[:1], contents[:1], (), titles[:1])
     assert one == expected[:1]
+
+
+def test_fence_columns_read_kind_label_title_and_validity_as_the_three_helpers_do() -> None:
+    frames = [
+        frame("a", content="x", label="  ", title="Runbook"),  # a blank label: its title
+        frame("b", content="y", label="src/a.py L1-4", title="src/a.py L1-4 · in fn build"),
+        frame("c", content="z", kind="memory", label="ADR 2", title="ADR 2: Queues"),
+        frame("d", label="docs/x.md L1", valid_from="2026-06-01T00:00:00Z"),
+        frame("e", label="docs/x.md L2", title="t" * 2000, valid_to="2026-11-02T10:00:00.5Z"),
+    ]
+    kinds, labels = kinds_and_labels(frames)
+    titles = title_attributes(frames)
+    assert fence_columns(frames) == (kinds, labels, titles)
+    assert labels[0] == "Runbook" and titles[0] == ""
+    assert titles[1] == ' in="fn build"' and "valid=" in titles[3] and "valid=" in titles[4]
 
 
 def test_only_admitted_frames_are_rendered_and_the_audit_is_built_once(

@@ -219,6 +219,8 @@ def test_the_prompt_never_costs_more_than_the_budget(
         assert canonical_token_cost(alone) == err.total > budget
         return
     assert canonical_token_cost(out.prompt) == out.tokens_used <= budget
+    # the size the usage reports is the packer's count: the prompt's own bytes
+    assert out.prompt_usage()["bytes"] == len(out.prompt.encode("utf-8", "surrogatepass"))
     if out.prompt:
         assert out.prompt.startswith(EVIDENCE_PREAMBLE)
     else:

@@ -14,6 +14,7 @@ from typing import Any
 
 from hostd.chunking import chunk_file, chunk_frame
 from hostd.compose import compose_for_prompt, dedup_cross_provider
+from hostd.compose._compose import dedup, placeless
 from hostd.compose._same_text import normal_text
 from hostd.mcp._frames import Document, frames_for
 from hostd.protocol import ContextFrame, ContextQuery, Provenance
@@ -196,6 +197,25 @@ def test_equal_text_of_two_providers_is_grouped_whatever_the_order() -> None:
     assert [f.id for f in out.kept.frames] == ["t"]  # the best survives ...
     assert {p.type for p in out.kept.frames[0].provenance} == {"file"}  # ... with the place
     assert {d.dropped.frame_id for d in out.dropped} == {"f", "t2"}
+
+
+def test_the_placeless_column_dedup_hands_on_is_the_survivors_own() -> None:
+    # dedup knows which pool frames have no place; a survivor that took its group's
+    # provenance (the tool's text, now with the file's place) has one
+    place = frame("f", 0.4, "one\ntwo\n\n", with_digest=True, provenance=[])
+    placed = place.model_copy(
+        update={"provenance": [file_prov("file:///srv/x.md", "L1-3", "one\ntwo\n\n")]}
+    )
+    tool = frame("t", 0.8, "one\r\ntwo  ", with_digest=True)
+    alone = frame("a", 0.5, "three\n", with_digest=True)
+    for perm in itertools.permutations([("files", placed), ("fs", tool), ("fs", alone)]):
+        survivors = dedup(list(perm))
+        assert survivors.mixed
+        assert survivors.placeless == placeless(survivors.cands)
+        assert sorted(zip(survivors.cands.ids, survivors.placeless, strict=True)) == [
+            ("a", True),
+            ("t", False),
+        ]
 
 
 def test_the_prompt_is_a_pure_function_of_the_frame_set(tmp_path: Path) -> None:

@@ -273,6 +273,8 @@ def test_adjacent_blocks_both_admitted_are_rendered_as_one() -> None:
     assert source_lines_in(result.prompt) == Counter(SOURCE.splitlines()[:8])
     assert result.tokens_used < apart.tokens_used
     assert result.prompt_usage()["canonical_tokens"] == result.tokens_used
+    # the packer's count, less what coalescing saved, is the prompt's size
+    assert result.prompt_usage()["bytes"] == len(result.prompt.encode())
     by_id = entries(result)
     # the block is the best-ranked member's (second, 0.8): its identity, the union's label
     lead, follower = by_id["second"], by_id["first"]
