@@ -88,10 +88,10 @@ def test_a_request_line_is_its_message_encoded_as_a_line(
 def test_a_replys_encoded_object_is_written_as_the_same_bytes(value: Any, usage: Any) -> None:
     """A result member carried as an ``EncodedObject`` is written as its text: the line
     the reply would be without it, byte for byte; the reply itself is left as it was."""
-    result = {"prompt": value, "usage": usage, "id": 1}
+    result: dict[str, Any] = {"prompt": value, "usage": usage, "id": 1}
     plain = encode_reply({"jsonrpc": "2.0", "result": result, "id": 7})
     kept = EncodedObject(usage)
     kept.text = encode(usage)
-    carried = {"jsonrpc": "2.0", "result": {**result, "usage": kept}, "id": 7}
-    assert encode_reply(carried) == plain
-    assert carried["result"]["usage"] is kept and kept == usage  # a dict to every reader
+    carried_result = {**result, "usage": kept}
+    assert encode_reply({"jsonrpc": "2.0", "result": carried_result, "id": 7}) == plain
+    assert carried_result["usage"] is kept and kept == usage  # a dict to every reader
