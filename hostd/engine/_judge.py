@@ -301,15 +301,19 @@ def judge(
     fan.asked = {leg.provider_id: leg.asked for leg in plan.legs}
     fan.reports = report_map(legs[leg.provider_id].report for leg in plan.legs)
     fan.coverage = {p: r.building for p, r in fan.reports.items() if r.building is not None}
-    got = audited(legs)
     if verified is None:
+        got = audited(legs)
         fan.accepted = got.accepted
         fan.excluded = sorted(got.excluded, key=itemgetter(0))
         fan.verification = dict.fromkeys(got.accepted_ids, UNVERIFIED)
         fan.part = fan.compose_part()
         return fan
+    # The verify stage's result holds the accepted frames (it was handed ``audited``'s
+    # before): of the leg audits only their drops are still to merge, not their frames
+    # paired and listed again.
+    dropped = [e for pid in sorted(legs) if (a := legs[pid].audit) is not None for e in a.excluded]
     fan.accepted = list(verified.accepted)
-    fan.excluded = sorted([*got.excluded, *verified.excluded], key=itemgetter(0))
+    fan.excluded = sorted([*dropped, *verified.excluded], key=itemgetter(0))
     fan.verification = dict(verified.verification)
     fan.figures = dict(verified.figures)
     fan.sources = dict(verified.sources)

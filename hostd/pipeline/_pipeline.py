@@ -44,6 +44,7 @@ from hostd.errors import (
 from hostd.logs import get_logger, log_audit
 from hostd.protocol import (
     ContextQuery,
+    EncodedObject,
     ForgetRequest,
     RememberRequest,
     check_timestamp,
@@ -323,6 +324,9 @@ class Pipeline:
         the composition logged once."""
         usage = part["usage"]
         self._remember_usage(request_id, kept if kept is not None else usage)
+        if kept is not None:  # the reply's usage, as kept: the wire writes these bytes
+            result["usage"] = encoded = EncodedObject(result["usage"])
+            encoded.text = kept
         degraded = degradations(fan.reports, fan.figures, prepared.degraded, fan.excluded)
         result["degraded"] = bool(degraded)
         result["degraded_reasons"] = [d.to_wire() for d in degraded]

@@ -34,7 +34,7 @@ from ._errors import (
     read_cgp_code,
 )
 from ._hosts import is_loopback_host
-from ._jcs import canonical_json, es_number
+from ._jcs import EncodedObject, canonical_json, es_number
 from ._lines import (
     DEFAULT_MAX_LINE_BYTES,
     EOF,
@@ -265,6 +265,7 @@ __all__ = [
     "accept_reply",
     "address_line_range",
     "line_number",
+    "EncodedObject",
     "canonical_json",
     "canonical_token_cost",
     "check_as_of",

@@ -1,4 +1,5 @@
-"""RFC 8785 JSON canonicalization (JCS), for digests over JSON values.
+"""RFC 8785 JSON canonicalization (JCS), for digests over JSON values; a JSON object
+that carries its own compact text (``EncodedObject``).
 
 The protocol's fixture profile hashes frames and queries in this form; hostd uses
 it wherever a digest must not depend on key order or number spelling.
@@ -12,7 +13,18 @@ from typing import Any
 
 import orjson
 
-__all__ = ["canonical_json", "es_number"]
+__all__ = ["EncodedObject", "canonical_json", "es_number"]
+
+
+class EncodedObject(dict[str, Any]):
+    """A JSON object (a ``dict``, for every reader) that also carries ``text``, its
+    compact JSON as ``orjson.dumps`` wrote it, for a writer that would encode it again
+    (the daemon's wire writes it as it is): ``EncodedObject(value)``, a copy of
+    ``value`` made once its members are final (dict's own constructor, no Python call
+    between), then ``text`` set. Never modify it: its text would no longer be its value."""
+
+    __slots__ = ("text",)
+    text: bytes
 
 
 def es_number(value: float | int) -> str:

@@ -26,6 +26,7 @@ from hostd.errors import (
     error_to_wire,
     params_refused,
 )
+from hostd.protocol import EncodedObject
 
 __all__ = [
     "HEAD_BYTES",
@@ -143,13 +144,24 @@ def log_unexpected(method: str, exc: BaseException) -> None:
         _log.error("method %s failed", method, exc_info=exc)
 
 
+def _written(reply: Any) -> Any:
+    """``reply`` with each ``EncodedObject`` member of its result as its own text (an
+    ``orjson.Fragment``, written as it is): the same bytes, not encoded again."""
+    result = reply.get("result") if type(reply) is dict else None
+    if type(result) is not dict:
+        return reply
+    texts = {k: orjson.Fragment(v.text) for k, v in result.items() if type(v) is EncodedObject}
+    return {**reply, "result": {**result, **texts}} if texts else reply
+
+
 def encode_reply(reply: Any, on_error: OnError | None = None) -> bytes:
     """What an answering end writes: ``reply`` as its line (``encode_line``, keys as
-    text); a result with no JSON form becomes an ``internal`` error for each id it
-    answered (the request is answered, never dropped). A message that is not a reply
-    (a notification) with no JSON form raises ``TypeError``."""
+    text; a result's ``EncodedObject`` members as their text); a result with no JSON
+    form becomes an ``internal`` error for each id it answered (the request is
+    answered, never dropped). A message that is not a reply (a notification) with no
+    JSON form raises ``TypeError``."""
     try:
-        return encode_line(reply, strict=False)
+        return encode_line(_written(reply), strict=False)
     except TypeError as exc:  # orjson.JSONEncodeError is a TypeError
         replies = reply if isinstance(reply, list) else [reply]
         if not all(isinstance(r, dict) and "id" in r for r in replies):

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from hostd.protocol import EncodedObject
 from hostd.rpc import encode, encode_line, encode_reply, make_request, request_line
 
 
@@ -81,3 +82,16 @@ def test_a_request_line_is_its_message_encoded_as_a_line(
         return
     assert request_line(method, params, id_) == expected
     assert list(orjson.loads(expected)) == ["jsonrpc", "method", "params", "id"]
+
+
+@given(_VALUES, st.dictionaries(st.text(max_size=4), _VALUES, max_size=3))
+def test_a_replys_encoded_object_is_written_as_the_same_bytes(value: Any, usage: Any) -> None:
+    """A result member carried as an ``EncodedObject`` is written as its text: the line
+    the reply would be without it, byte for byte; the reply itself is left as it was."""
+    result: dict[str, Any] = {"prompt": value, "usage": usage, "id": 1}
+    plain = encode_reply({"jsonrpc": "2.0", "result": result, "id": 7})
+    kept = EncodedObject(usage)
+    kept.text = encode(usage)
+    carried_result = {**result, "usage": kept}
+    assert encode_reply({"jsonrpc": "2.0", "result": carried_result, "id": 7}) == plain
+    assert carried_result["usage"] is kept and kept == usage  # a dict to every reader

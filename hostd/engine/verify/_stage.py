@@ -247,10 +247,11 @@ class VerifyStage:
             blocked = dict(distrusted)
         else:
             blocked = dict.fromkeys(distrusted, "quarantined")
+        offered = set(fresh_fids)  # read, never changed: the held judgement's and ours
         held = judge_held(
             plan,
             replies,
-            fresh_ids=set(fresh_fids),
+            fresh_ids=offered,
             upstream=set(upstream_excluded),
             blocked=blocked,
         )
@@ -273,7 +274,6 @@ class VerifyStage:
             checks += more
             reads += n
             sources = {**more_sources, **sources}
-        offered = set(fresh_fids)
         reoffered = frozenset(h.fid for h in held.valid if h.fid in offered)
         return Checked(
             plan,
