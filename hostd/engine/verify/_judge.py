@@ -28,8 +28,9 @@ from ._rules import (
     judge_verdicts,
     settled_state,
     sourceless_states,
+    unrooted_states,
 )
-from ._source import SourceCheck
+from ._source import SourceCheck, cites_file
 from ._turn import StageResult, VerifyPlan, VerifyReply
 
 __all__ = ["Checked", "HeldJudgement", "judge_held", "merge"]
@@ -191,6 +192,7 @@ def merge(checked: Checked, untrusted_for: Mapping[str, str], untrusted: str) ->
     verification: dict[FrameId, Mapping[str, Any]] = {}
     n_reused = checked.n_reused
     held_sourceless, fresh_sourceless = sourceless_states(True), sourceless_states(False)
+    held_unrooted, fresh_unrooted = unrooted_states(True), unrooted_states(False)
     items = zip(checked.items, checked.fids, checked.checks, strict=True)
     reoffered, answered = checked.reoffered, checked.answered
     not_offered = 0
@@ -201,7 +203,12 @@ def merge(checked: Checked, untrusted_for: Mapping[str, str], untrusted: str) ->
             continue
         reused = i < n_reused
         if source is None:
-            state = (held_sourceless if reused else fresh_sourceless).get(inline.outcome)
+            if pair[1].provenance and cites_file(pair[1]):
+                # Its provider has no trusted root: the file it cites was not re-read,
+                # so its state must not read as checked (F5): unverifiable, fenced so.
+                state = (held_unrooted if reused else fresh_unrooted).get(inline.outcome)
+            else:
+                state = (held_sourceless if reused else fresh_sourceless).get(inline.outcome)
         else:
             state = settled_state(inline, source, reused)
         if state is None:
