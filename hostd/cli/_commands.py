@@ -23,7 +23,13 @@ import anyio
 from anyio.abc import TaskStatus
 
 from hostd._citations import ranked_citations
-from hostd._hints import RESTARTING, failure_tail_lines, said_once, shown_stderr_tail
+from hostd._hints import (
+    RESTARTING,
+    absorbed_words,
+    failure_tail_lines,
+    said_once,
+    shown_stderr_tail,
+)
 from hostd._log import INFO, WARNING
 from hostd._log import level as log_level
 from hostd.config import Config, HostSettings, ProviderSettings
@@ -264,7 +270,16 @@ def audit_summary(result: dict[str, Any]) -> str:
     for e in entries:
         if e.get("disposition") != "included":
             reasons[str(e.get("reason"))] = reasons.get(str(e.get("reason")), 0) + 1
-    excluded = ", ".join(f"{r} {n}" for r, n in sorted(reasons.items())) or "none"
+    # Whose frames another provider's block took in, and which (``ok(0 of 2)`` alone
+    # does not say): "contained_in 2 (scripts 2 in files package.json L23-34)".
+    absorbed = absorbed_words(result)
+    excluded = (
+        ", ".join(
+            f"{r} {n}" + (f" ({absorbed[r]})" if r in absorbed else "")
+            for r, n in sorted(reasons.items())
+        )
+        or "none"
+    )
     per_provider: dict[str, int] = {}
     for e in entries:
         if e.get("disposition") == "included":

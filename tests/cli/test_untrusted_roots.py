@@ -187,3 +187,22 @@ def test_a_file_citation_re_read_under_trusted_roots_is_fenced_as_checked(
     states = [e["verification"] for e in result["audit"]["entries"]]
     assert states == [{"state": "source_verified"}] * 3, states
     assert 'verified="no"' not in result["prompt"]
+
+
+# -- whose frames another provider's block took in -------------------------------------
+
+
+def test_compose_names_whose_frames_a_files_chunk_contained(tmp_path: Path) -> None:
+    """A provider citing lines of a project file that ``files`` also quotes loses its
+    frames to ``files``'s chunk (``contained_in``): the summary names whose, and which
+    block, so ``facts=ok(0 of 3)`` is explained without ``--json``."""
+    config, facts = _facts_config(tmp_path, "file_cited")
+    files = ["python", "-m", "providers.files", "--root", ".", "--no-cache", "--exclude", "*.toml"]
+    with config.open("a", encoding="utf-8") as f:
+        f.write(f'[[provider]]\nid = "files"\ncommand = {json.dumps(files)}\ncwd = "."\n')
+        f.write('trusted_roots = ["."]\ntimeout_ms = 60000\n')
+    done = run_hostd("--config", str(config), "compose", "how is the configuration loaded")
+    assert done.returncode == 0, done.stderr
+    (audit,) = [x for x in done.stderr.splitlines() if "audit: " in x]
+    assert "contained_in 3 (facts 3 in files facts.md L1-3)" in audit, audit
+    assert "facts=ok(0 of 3)" in audit, audit
