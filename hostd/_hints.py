@@ -67,6 +67,8 @@ __all__ = [
     "RESTARTING",
     "absorbed_words",
     "budget_advice",
+    "not_run_again",
+    "one_shot_words",
     "down_state",
     "dropped_frames",
     "dropped_words",
@@ -177,6 +179,30 @@ _LOOPING = ("crashed", "warming")
 
 #: Where a crash loop leg's message names the last failure (the engine's words).
 _LAST_FAILURE = "its last failure: "
+
+
+#: How a provider whose command cannot be run says when it is run again
+#: (``not_run_again``): until ``providers/restart``, or its cool-down.
+_NOT_RUN_AGAIN = " (not run again until providers/restart"
+#: What a one-shot command says instead (``one_shot_words``).
+_ONE_SHOT_AGAIN = " (fix that, then run the command again: each run starts its providers anew)"
+
+
+def not_run_again(when: str) -> str:
+    """The end of a start failure's message in a daemon: when the provider is run again
+    (``when``: ``", or in 60 s"``, or empty when only a restart runs it)."""
+    return f"{_NOT_RUN_AGAIN}{when})"
+
+
+def one_shot_words(message: str) -> str:
+    """``message`` as a one-shot command (``hostd compose`` without ``--connect``) says
+    it: its providers end with it and the next run starts them anew, so a daemon's
+    ``(not run again until providers/restart, or in 60 s)`` means nothing there and
+    becomes what to do instead. Any other message is returned as it is."""
+    head, found, tail = message.partition(_NOT_RUN_AGAIN)
+    if not found or ")" not in tail:
+        return message
+    return head + _ONE_SHOT_AGAIN + tail.split(")", 1)[1]
 
 
 def parked_restart(pid: str) -> str:

@@ -14,6 +14,8 @@ from hostd._hints import (
     absorbed_words,
     down_state,
     failure_tail_lines,
+    not_run_again,
+    one_shot_words,
     restarting_failures,
     said_once,
     shown_stderr_tail,
@@ -349,3 +351,12 @@ def test_many_absorbed_frames_stay_one_bounded_line() -> None:
     # The largest group first, at most two named (labels cut), then how many more frames.
     assert said.startswith("p0 2 in files f0#xxx") and said.endswith(", 48 more"), said
     assert len(said) < 160 and "\n" not in said, said
+
+
+def test_a_one_shot_command_says_what_to_do_not_when_a_daemon_runs_it_again() -> None:
+    why = "provider 'notes' cannot start nodee notes.js: nodee was not found"
+    for when in (", or in 60 s", ""):
+        said = one_shot_words(why + not_run_again(when))
+        again = " (fix that, then run the command again: each run starts its providers anew)"
+        assert said == why + again, said
+    assert one_shot_words(why) == why  # nothing of a daemon's to replace

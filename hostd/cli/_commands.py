@@ -27,6 +27,7 @@ from hostd._hints import (
     RESTARTING,
     absorbed_words,
     failure_tail_lines,
+    one_shot_words,
     said_once,
     shown_stderr_tail,
 )
@@ -308,6 +309,18 @@ def audit_summary(result: dict[str, Any]) -> str:
     )
 
 
+def _one_shot(result: dict[str, Any]) -> dict[str, Any]:
+    """``result`` with each leg's error message in a one-shot command's words
+    (``one_shot_words``), for the lines on stderr; the reply itself is not changed."""
+    legs = []
+    for p in result.get("providers") or []:
+        error = p.get("error")
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            p = {**p, "error": {**error, "message": one_shot_words(error["message"])}}
+        legs.append(p)
+    return {**result, "providers": legs}
+
+
 def _degraded(reason: dict[str, Any]) -> str:
     """One of ``degraded_reasons`` as the audit line says it: its reason and provider,
     and what the reason and the leg's status alone do not say: for
@@ -470,6 +483,8 @@ async def _compose(cfg: Config, args: argparse.Namespace) -> int:
             sys.stdout.write("\n")
         sys.stderr.write(audit_summary(result) + "\n")
     roots = {p.id: cfg.roots_of(p.id) for p in cfg.provider}  # named when they drop frames
+    if args.connect is None:  # its providers end with it: a daemon's "run again" is moot
+        result = _one_shot(result)
     empty = no_evidence(result, roots)
     advice = warming_lines(result, connected=args.connect is not None, config=config_hint(cfg))
     failures = empty if empty is not None else leg_failures(result, roots=roots)
