@@ -30,7 +30,7 @@ from ._rules import (
     sourceless_states,
     unrooted_states,
 )
-from ._source import SourceCheck, cites_file
+from ._source import SourceCheck
 from ._turn import StageResult, VerifyPlan, VerifyReply
 
 __all__ = ["Checked", "HeldJudgement", "judge_held", "merge"]
@@ -203,12 +203,14 @@ def merge(checked: Checked, untrusted_for: Mapping[str, str], untrusted: str) ->
             continue
         reused = i < n_reused
         if source is None:
-            if pair[1].provenance and cites_file(pair[1]):
-                # Its provider has no trusted root: the file it cites was not re-read,
-                # so its state must not read as checked (F5): unverifiable, fenced so.
-                state = (held_unrooted if reused else fresh_unrooted).get(inline.outcome)
-            else:
-                state = (held_sourceless if reused else fresh_sourceless).get(inline.outcome)
+            states = held_sourceless if reused else fresh_sourceless
+            for p in pair[1].provenance:  # a plain loop: no call per frame
+                if p.type == "file":
+                    # Its provider has no trusted root: the file it cites was not
+                    # re-read, so its state must not read as checked (F5): unverifiable.
+                    states = held_unrooted if reused else fresh_unrooted
+                    break
+            state = states.get(inline.outcome)
         else:
             state = settled_state(inline, source, reused)
         if state is None:

@@ -37,7 +37,6 @@ __all__ = [
     "SourceOutcome",
     "SourceReader",
     "Unverifiable",
-    "cites_file",
     "file_uri_path",
 ]
 
@@ -87,14 +86,6 @@ class SourceCheck:
 #: under: unverifiable, so the frame is fenced ``verified="no"`` (its inline digest may
 #: hold, but the citation's does not get checked at all).
 NOT_RE_READ = SourceCheck(SourceOutcome.UNVERIFIABLE, Unverifiable.NO_TRUSTED_ROOT.value)
-
-
-def cites_file(frame: ContextFrame) -> bool:
-    """Whether ``frame`` has a ``file`` provenance entry (a citation F5 is about)."""
-    for p in frame.provenance:  # a plain loop: no generator per frame
-        if p.type == "file":
-            return True
-    return False
 
 
 def file_uri_path(uri: str | None) -> tuple[str | None, Unverifiable | None]:
