@@ -65,7 +65,10 @@ __all__ = [
     "PROVIDER_FAULTS",
     "REFUSED_CODES",
     "RESTARTING",
+    "absorbed_words",
     "budget_advice",
+    "not_run_again",
+    "one_shot_words",
     "down_state",
     "dropped_frames",
     "dropped_words",
@@ -176,6 +179,30 @@ _LOOPING = ("crashed", "warming")
 
 #: Where a crash loop leg's message names the last failure (the engine's words).
 _LAST_FAILURE = "its last failure: "
+
+
+#: How a provider whose command cannot be run says when it is run again
+#: (``not_run_again``): until ``providers/restart``, or its cool-down.
+_NOT_RUN_AGAIN = " (not run again until providers/restart"
+#: What a one-shot command says instead (``one_shot_words``).
+_ONE_SHOT_AGAIN = " (fix that, then run the command again: each run starts its providers anew)"
+
+
+def not_run_again(when: str) -> str:
+    """The end of a start failure's message in a daemon: when the provider is run again
+    (``when``: ``", or in 60 s"``, or empty when only a restart runs it)."""
+    return f"{_NOT_RUN_AGAIN}{when})"
+
+
+def one_shot_words(message: str) -> str:
+    """``message`` as a one-shot command (``hostd compose`` without ``--connect``) says
+    it: its providers end with it and the next run starts them anew, so a daemon's
+    ``(not run again until providers/restart, or in 60 s)`` means nothing there and
+    becomes what to do instead. Any other message is returned as it is."""
+    head, found, tail = message.partition(_NOT_RUN_AGAIN)
+    if not found or ")" not in tail:
+        return message
+    return head + _ONE_SHOT_AGAIN + tail.split(")", 1)[1]
 
 
 def parked_restart(pid: str) -> str:
@@ -420,6 +447,60 @@ def warming_advice(
         f"serve{config}` running and give the client `hostd mcp{config} --connect` to keep "
         f"them loaded across sessions"
     )
+
+
+#: Reasons that drop a frame because another's block holds its lines (span merging).
+_ABSORBED = ("contained_in", "merged_into")
+#: The groups (absorbed provider → keeping provider's block) named per reason, at most,
+#: and the characters of a block's label shown: the one-line summary stays one line
+#: however many frames a composition folds.
+_ABSORBED_SHOWN = 2
+_ABSORBED_LABEL_CHARS = 48
+
+
+def absorbed_words(result: Mapping[str, Any], provider: str | None = None) -> dict[str, str]:
+    """By reason (``contained_in``, ``merged_into``): whose frames another provider's
+    block took in, and which block, as the audit summaries say it after the count
+    (``scripts 2 in files package.json L23-34``): the block by the label the prompt
+    cites it by (its ``citations``), else its frame id. Only frames folded into
+    *another* provider's block: those are the ones a provider's ``ok(0 of 2)`` does not
+    explain (a provider's own chunks merged together are routine). At most
+    ``_ABSORBED_SHOWN`` groups a reason, the largest first, then how many more frames;
+    none: no key. With ``provider``, only its frames, each group without its name and
+    count (``in files package.json L23-34``)."""
+    entries = (result.get("audit") or {}).get("entries") or []
+    labels: dict[tuple[Any, Any], str] = {}
+    for c in result.get("citations") or []:
+        frame = c.get("frame") or {}
+        labels.setdefault((frame.get("provider_id"), frame.get("frame_id")), str(c.get("label")))
+    groups: dict[str, dict[tuple[str, str, str], int]] = {}
+    for e in entries:
+        reason = e.get("reason")
+        if reason not in _ABSORBED or e.get("disposition") == "included":
+            continue
+        kept = (e.get("detail") or {}).get("kept") or {}
+        pid = str((e.get("frame") or {}).get("provider_id", e.get("provider")))
+        kept_pid = kept.get("provider_id")
+        if kept_pid is None or kept_pid == pid or provider not in (None, pid):
+            continue
+        # A provider's own words: no control character reaches the terminal.
+        label = printable(labels.get((kept_pid, kept.get("frame_id"))) or str(kept.get("frame_id")))
+        if len(label) > _ABSORBED_LABEL_CHARS:
+            label = label[: _ABSORBED_LABEL_CHARS - 1] + "…"
+        key = (pid, str(kept_pid), label)
+        by_reason = groups.setdefault(str(reason), {})
+        by_reason[key] = by_reason.get(key, 0) + 1
+    out = {}
+    for reason, counted in groups.items():
+        # The largest groups first, then by name: the same audit, the same words.
+        ranked = sorted(counted.items(), key=lambda kv: (-kv[1], kv[0]))
+        said = [
+            f"in {kept} {label}" if provider else f"{pid} {n} in {kept} {label}"
+            for (pid, kept, label), n in ranked
+        ]
+        rest = sum(n for _, n in ranked[_ABSORBED_SHOWN:])
+        out[reason] = ", ".join(said[:_ABSORBED_SHOWN]) + (f", {rest} more" if rest else "")
+    return out
 
 
 def budget_advice(result: Mapping[str, Any]) -> str | None:

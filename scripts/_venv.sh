@@ -9,8 +9,11 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 PY="$VENV/bin/python"
 "$PY" -m pip install --quiet --disable-pip-version-check --upgrade pip >/dev/null
-# compat: a plain path in a .pth, so type checkers and editors find hostd (the default
-# import hook is invisible to them: mypy would say "Cannot find implementation").
+# The editable install is a plain path in a .pth, so type checkers and editors find
+# hostd (an import hook is invisible to them: mypy would say "Cannot find
+# implementation"): pyproject.toml's package-dir gets that from setuptools' default
+# mode, without the deprecated "compat" mode, whose 12-line BuildBackendWarning newer
+# pips print through --quiet.
 # --no-compile: pip would byte-compile every module of every package it installs (torch,
 # transformers, the frameworks: most never imported here), which was most of a new
 # venv's install time; Python compiles and caches what is imported, once, at first use
@@ -19,5 +22,4 @@ PY="$VENV/bin/python"
 # pydantic, anyio and hostd from source again, about three times the CPU of an import
 # from cached bytecode. It is unset for what runs after this script is sourced.
 unset PYTHONDONTWRITEBYTECODE
-"$PY" -m pip install --quiet --disable-pip-version-check --no-compile -e "$ROOT[${HOSTD_EXTRAS:-dev}]" \
-    --config-settings editable_mode=compat
+"$PY" -m pip install --quiet --disable-pip-version-check --no-compile -e "$ROOT[${HOSTD_EXTRAS:-dev}]"

@@ -9,6 +9,7 @@ import json
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -104,3 +105,43 @@ def test_status_notes_a_daemon_that_runs_another_build() -> None:
     assert said is not None
     assert said.startswith("the daemon at /run/h.sock runs hostd 0.1.0+gaaaaaaa; ")
     assert "this hostd is 0.1.0+gbbbbbbb" in said and "`hostd stop`" in said
+
+
+def test_the_dev_install_is_a_plain_path_without_a_deprecation_warning(tmp_path: Path) -> None:
+    """``scripts/_venv.sh``'s editable install, built by setuptools as pip builds it (with
+    the config settings the script passes): a ``.pth`` holding the checkout's path (what
+    mypy and editors follow), and no warning, which newer pips print through
+    ``--quiet`` as a 12-line ``BuildBackendWarning`` that reads like a failure."""
+    script = (ROOT / "scripts" / "_venv.sh").read_text(encoding="utf-8")
+    settings: dict[str, str] = {}
+    for word in script.split("--config-settings")[1:]:
+        key, _, value = word.split()[0].partition("=")
+        settings[key] = value
+    project = tmp_path / "hostd"
+    project.mkdir()
+    for name in ("pyproject.toml", "setup.py", "README.md"):
+        shutil.copy(ROOT / name, project / name)
+    for package in ("hostd", "providers"):
+        shutil.copytree(
+            ROOT / package, project / package, ignore=shutil.ignore_patterns("__pycache__")
+        )
+    out = tmp_path / "wheel"
+    out.mkdir()
+    build = (
+        "import sys; from setuptools import build_meta; "
+        f"print(build_meta.build_editable({str(out)!r}, {settings!r}))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-W", "always", "-c", build],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=300,  # a hang guard
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Warning" not in done.stderr, done.stderr[-3000:]
+    with zipfile.ZipFile(out / done.stdout.split()[-1]) as wheel:
+        (pth,) = [n for n in wheel.namelist() if n.endswith(".pth")]
+        lines = wheel.read(pth).decode().split()
+    assert lines == [str(project)], lines

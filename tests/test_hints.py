@@ -11,8 +11,11 @@ from hypothesis import strategies as st
 from hostd._hints import (
     NO_HANDSHAKE,
     REFUSED_CODES,
+    absorbed_words,
     down_state,
     failure_tail_lines,
+    not_run_again,
+    one_shot_words,
     restarting_failures,
     said_once,
     shown_stderr_tail,
@@ -307,3 +310,53 @@ def test_the_handshake_timeout_advice_names_a_rust_authors_flush() -> None:
     # A Rust provider whose stdout is wrapped in a BufWriter never flushed gets this
     # advice: in its own terms, beside Java's, C's and Python's.
     assert ".flush() a Rust BufWriter per line" in NO_HANDSHAKE
+
+
+def _absorbed(pid: str, kept: str, frame_id: str, reason: str = "contained_in") -> dict[str, Any]:
+    detail = {"kept": {"provider_id": kept, "frame_id": frame_id}}
+    return {
+        "frame": {"provider_id": pid, "frame_id": f"{pid}:{frame_id}"},
+        "disposition": "excluded",
+        "reason": reason,
+        "detail": detail,
+    }
+
+
+def test_absorbed_frames_name_whose_and_the_block_by_its_cited_label() -> None:
+    result = {
+        "citations": [
+            {
+                "label": "package.json L23-34",
+                "frame": {"provider_id": "files", "frame_id": "p#L23-34"},
+            }
+        ],
+        "audit": {
+            "entries": [
+                _absorbed("scripts", "files", "p#L23-34"),
+                _absorbed("scripts", "files", "p#L23-34"),
+                # A provider's own chunks merged together: routine, not named.
+                _absorbed("files", "files", "p#L23-34", "merged_into"),
+            ]
+        },
+    }
+    assert absorbed_words(result) == {"contained_in": "scripts 2 in files package.json L23-34"}
+    assert absorbed_words(result, "scripts") == {"contained_in": "in files package.json L23-34"}
+    assert absorbed_words(result, "files") == {}
+
+
+def test_many_absorbed_frames_stay_one_bounded_line() -> None:
+    entries = [_absorbed(f"p{i}", "files", f"f{i}#" + "x" * 200) for i in range(50)]
+    entries += [_absorbed("p0", "files", "f0#" + "x" * 200)]
+    said = absorbed_words({"audit": {"entries": entries}})["contained_in"]
+    # The largest group first, at most two named (labels cut), then how many more frames.
+    assert said.startswith("p0 2 in files f0#xxx") and said.endswith(", 48 more"), said
+    assert len(said) < 160 and "\n" not in said, said
+
+
+def test_a_one_shot_command_says_what_to_do_not_when_a_daemon_runs_it_again() -> None:
+    why = "provider 'notes' cannot start nodee notes.js: nodee was not found"
+    for when in (", or in 60 s", ""):
+        said = one_shot_words(why + not_run_again(when))
+        again = " (fix that, then run the command again: each run starts its providers anew)"
+        assert said == why + again, said
+    assert one_shot_words(why) == why  # nothing of a daemon's to replace

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -177,12 +178,13 @@ def _check_provider(_cfg: None, args: argparse.Namespace) -> int:
     timeout_s = None if args.timeout_ms is None else args.timeout_ms / 1000
     spec: ProviderSpec | None = None
     deadlines, said = Deadlines.of(timeout_s, start_asked=args.start_timeout_s), ""
+    roots: list[Path] | None = None  # a command alone: which roots the daemon gives it is unknown
     if args.provider is not None:
         found = _configured(args, timeout_s)
         if isinstance(found, str):
             sys.stderr.write(f"hostd check-provider: {found}\n")
             return EXIT_USAGE
-        spec, deadlines, said = found
+        spec, deadlines, said, roots = found
     elif args.url is not None:
         remote = {key: getattr(args, key) for key in _REMOTE_FLAGS}
         spec = ProviderSpec("check", url=args.url, binding=args.binding or "jsonrpc", **remote)
@@ -197,7 +199,7 @@ def _check_provider(_cfg: None, args: argparse.Namespace) -> int:
     if spec is not None and spec.remote:
         status = _check_remote(spec, args, deadlines, said)
     else:
-        status = _check_command(given, spec, args, deadlines, said)
+        status = _check_command(given, spec, args, deadlines, said, roots)
     flush_logs()
     return status
 
@@ -270,10 +272,11 @@ def _mcp_options(args: argparse.Namespace) -> dict[str, Any]:
 
 def _configured(
     args: argparse.Namespace, timeout_s: float | None
-) -> tuple[ProviderSpec, Deadlines, str] | str:
+) -> tuple[ProviderSpec, Deadlines, str, list[Path]] | str:
     """The provider ``--provider`` names in the config in use, the daemon's deadlines
-    for it (``--timeout-ms`` wins over its ``timeout_ms``) and the line saying where it
-    came from; or why it cannot be checked. A bad config raises ``ConfigError``."""
+    for it (``--timeout-ms`` wins over its ``timeout_ms``), the line saying where it
+    came from and the trusted roots its ``file`` sources are re-read under (none: never
+    re-read); or why it cannot be checked. A bad config raises ``ConfigError``."""
     from hostd.config import load_config
 
     from ._checks import Deadlines
@@ -298,7 +301,7 @@ def _configured(
         start_why=start_why,
         start_asked=args.start_timeout_s,
     )
-    return spec, deadlines, f"provider {spec.id} of {cfg.source}\n"
+    return spec, deadlines, f"provider {spec.id} of {cfg.source}\n", cfg.roots_of(spec.id)
 
 
 def _check_remote(
@@ -347,9 +350,10 @@ def _check_command(
     args: argparse.Namespace,
     deadlines: Deadlines,
     said: str,
+    roots: Sequence[Path] | None = None,
 ) -> int:
     """Check the command after ``--``, or the configured one of ``spec`` (its binding,
-    options, cwd and env)."""
+    options, cwd and env, and ``roots``: the trusted roots the config gives it)."""
     from ._checks import (
         Checked,
         check_provider,
@@ -406,6 +410,7 @@ def _check_command(
                 provider_id=pid,
                 query_text=args.query_text,
                 configured=spec is not None,
+                roots=roots,
             ),
             backend="asyncio",
         )

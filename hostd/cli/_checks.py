@@ -46,6 +46,7 @@ run over HTTP exchanges (``RemoteDriver``), and those only a child's pipes can s
 
 from __future__ import annotations
 
+import functools
 import os
 import shlex
 import sys
@@ -328,6 +329,7 @@ async def check_provider(
     provider_id: str | None = None,
     query_text: str | None = None,
     configured: bool = False,
+    roots: Sequence[str | os.PathLike[str]] | None = None,
 ) -> Checked:
     """Run every check against a fresh child running ``command`` as the daemon would run
     it; never raises for a bad peer. ``binding``: any registered binding (``ValueError``
@@ -338,7 +340,10 @@ async def check_provider(
     ``provider_id``: its configured id (default: its command's name); ``query_text``:
     what the queries carry as ``query_text`` (default: none, as the daemon sends none
     unless its client gave one); ``configured``: it is a config's ``[[provider]]``
-    (what to change is said in the config's words, else in check-provider's flags)."""
+    (what to change is said in the config's words, else in check-provider's flags);
+    ``roots``: the trusted roots that config gives it (``cfg.roots_of``; empty: its
+    ``file`` sources are never re-read), ``None`` when not known (a command alone): what
+    the daemon does with a frame citing a file depends on them."""
     row = find_binding(binding)
     ran = daemon_command(command, cwd)
     pid = provider_id or provider_name(command)
@@ -359,6 +364,7 @@ async def check_provider(
     # knows it by its configured id: verify goes out as the daemon's does.
     driver = Driver(child, row.codec(pid), deadlines.call.seconds)
     run = _Run(driver, deadlines, pid, configured=configured, binding=binding)
+    run.roots = None if roots is None else tuple(roots)
     checked = Checked(run.results, ran)
     async with anyio.create_task_group() as tg:
         child.start_pumps(tg)  # stderr drained (its tail kept), the exit watched
@@ -514,6 +520,8 @@ class _Run:
     died_in: CheckResult | None = None
     #: A config's ``[[provider]]`` (``check_provider``'s ``configured``).
     configured: bool = False
+    #: The trusted roots its config gives it (``check_provider``'s ``roots``).
+    roots: tuple[str | os.PathLike[str], ...] | None = None
     #: A JSON-RPC handshake got no reply, and the CGP envelope handshake was written after
     #: it (``Driver.probe_cgp``): ``_close`` says on the handshake row whether the
     #: provider answered that one.
@@ -731,7 +739,9 @@ async def _run_checks(run: _Run, goal: str, budget: int, query_text: str | None 
         # reply as a whole (B1–B4 quarantine it, B2) and each frame's inline digest (D4).
         fault = reply_fault(audit)
         if fault is None and run.local:
-            fault = await anyio.to_thread.run_sync(source_fault, audit.accepted)
+            fault = await anyio.to_thread.run_sync(
+                functools.partial(source_fault, audit.accepted, run.roots, run.pid)
+            )
         if fault is not None:
             raise Failed(*fault)
         took = f"in {d.last_ms:.0f} ms"
@@ -747,10 +757,12 @@ async def _run_checks(run: _Run, goal: str, budget: int, query_text: str | None 
         # Its honest cost against the budget it was asked for: the row judged that too (B1).
         cost = f"costing {audit.accepted_cost} of max_tokens {query.max_tokens}"
         detail = f"{audit.offered} valid frame(s) {cost} {took}; top: {_titles(audit.accepted)}"
+        unchecked = unchecked_citations(audit.accepted, run.roots, run.pid)
         if unsaid:  # the daemon reads it as false; the schema requires it
-            results.append(CheckResult("query", True, f"{detail}; {_NO_TRUNCATED}", warning=True))
-        else:
-            results.append(CheckResult("query", True, detail))
+            detail = f"{detail}; {_NO_TRUNCATED}"
+        if unchecked is not None:
+            detail = f"{detail}; {unchecked}"
+        results.append(CheckResult("query", True, detail, warning=unsaid or unchecked is not None))
         answered.append(results[-1])
 
     await run.step("query", first_query())
@@ -1023,12 +1035,23 @@ def reply_fault(audit: LegAudit) -> tuple[str, tuple[str, ...]] | None:
     return detail, ("D4",)
 
 
-def source_fault(frames: Sequence[ContextFrame]) -> tuple[str, tuple[str, ...]] | None:
+#: Where docs/providers.md shows file provenance computed, in a few lines of Node.js.
+FILE_PROVENANCE_DOCS = "docs/providers.md#file-provenance"
+
+
+def source_fault(
+    frames: Sequence[ContextFrame],
+    roots: Sequence[str | os.PathLike[str]] | None = None,
+    provider_id: str = "",
+) -> tuple[str, tuple[str, ...]] | None:
     """A frame whose ``file`` provenance digest is not the sha256 of the lines it cites as
     the file on this machine holds them now (F5, F17), by the daemon's own source check;
-    ``None`` when every such digest matches (or names no readable file). The daemon
-    drops such a frame (``source_mismatch``) under ``trusted_roots``; without them it
-    serves the false citation. Sync (it reads files): run it in a worker thread."""
+    ``None`` when every such digest matches (or names no readable file). What the daemon
+    does with it depends on the trusted roots (``roots``, its config's; ``None``: not
+    known, a command alone): it drops such a frame (``source_mismatch``) under them;
+    with none it never re-reads the file and keeps the frame, fenced ``verified="no"``.
+    Still a failure: the citation is false whatever the config. Sync (it reads files):
+    run it in a worker thread."""
     reader = SourceReader([os.sep])  # the author's own files: only digests are compared
     bad = []
     for frame in frames:
@@ -1040,12 +1063,45 @@ def source_fault(frames: Sequence[ContextFrame]) -> tuple[str, tuple[str, ...]] 
     fid, detail = bad[0]
     more = f" (and {len(bad) - 1} more frame(s))" if len(bad) > 1 else ""
     cited = f"{detail.get('uri')} {detail.get('range') or '(the whole file)'}"
+    mismatch = SourceOutcome.MISMATCH.value
+    if roots is None:
+        does = (
+            f"the daemon drops frame {_shown_id(fid)}{more} ({mismatch}, F5) under "
+            'trusted_roots (with none it keeps it unchecked, fenced verified="no")'
+        )
+    elif roots:
+        does = f"the daemon drops frame {_shown_id(fid)}{more} ({mismatch}, F5)"
+    else:
+        does = (
+            f"under this config the daemon keeps frame {_shown_id(fid)}{more} unchecked, "
+            f'fenced verified="no": [[provider]] {provider_id} has no trusted_roots, so '
+            f'the file is never re-read (with trusted_roots = ["."] it drops the frame, '
+            f"{mismatch}, F5)"
+        )
     return (
-        f"the daemon drops frame {_shown_id(fid)}{more} ({SourceOutcome.MISMATCH.value}, F5): "
-        f"its file provenance digest is not the sha256 of {cited} as the file holds it; "
-        "the digest covers the cited lines' bytes in the file, not the frame's text "
-        "(hostd.provider.file_provenance(uri, file_bytes, range) computes it)",
+        f"{does}: its file provenance digest is not the sha256 of {cited} as the file "
+        "holds it; the digest covers the cited lines' bytes in the file, each line with "
+        "its final LF (F17), not the frame's text (hostd.provider.file_provenance "
+        f"computes it; in another language, {FILE_PROVENANCE_DOCS})",
         ("F5",),
+    )
+
+
+def unchecked_citations(
+    frames: Sequence[ContextFrame], roots: Sequence[str | os.PathLike[str]] | None, pid: str
+) -> str | None:
+    """What the query row warns of when the config gives the provider no trusted root
+    (``roots`` empty) and some frame cites a file: the daemon keeps such frames without
+    re-reading the file, fenced ``verified="no"``; ``None`` otherwise."""
+    if roots is None or roots:
+        return None
+    citing = sum(1 for f in frames if any(p.type == "file" for p in f.provenance))
+    if not citing:
+        return None
+    return (
+        f"{citing} frame(s) cite a file that the daemon will not re-read: [[provider]] {pid} "
+        'has no trusted_roots, so they are fenced verified="no" (add trusted_roots = ["."] '
+        "to have their digests checked)"
     )
 
 

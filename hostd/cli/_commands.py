@@ -24,7 +24,14 @@ from anyio.abc import TaskStatus
 
 from hostd._citations import ranked_citations
 from hostd._defaults import HOST_OVERFETCH, PROVIDER_TIMEOUT_MS
-from hostd._hints import RESTARTING, failure_tail_lines, said_once, shown_stderr_tail
+from hostd._hints import (
+    RESTARTING,
+    absorbed_words,
+    failure_tail_lines,
+    one_shot_words,
+    said_once,
+    shown_stderr_tail,
+)
 from hostd._log import INFO, WARNING
 from hostd._log import level as log_level
 from hostd.errors import HostdError
@@ -269,7 +276,16 @@ def audit_summary(result: dict[str, Any]) -> str:
     for e in entries:
         if e.get("disposition") != "included":
             reasons[str(e.get("reason"))] = reasons.get(str(e.get("reason")), 0) + 1
-    excluded = ", ".join(f"{r} {n}" for r, n in sorted(reasons.items())) or "none"
+    # Whose frames another provider's block took in, and which (``ok(0 of 2)`` alone
+    # does not say): "contained_in 2 (scripts 2 in files package.json L23-34)".
+    absorbed = absorbed_words(result)
+    excluded = (
+        ", ".join(
+            f"{r} {n}" + (f" ({absorbed[r]})" if r in absorbed else "")
+            for r, n in sorted(reasons.items())
+        )
+        or "none"
+    )
     per_provider: dict[str, int] = {}
     for e in entries:
         if e.get("disposition") == "included":
@@ -296,6 +312,18 @@ def audit_summary(result: dict[str, Any]) -> str:
         + (f"policy: {fallback}; " if fallback else "")
         + f"request {result.get('request_id')}"
     )
+
+
+def _one_shot(result: dict[str, Any]) -> dict[str, Any]:
+    """``result`` with each leg's error message in a one-shot command's words
+    (``one_shot_words``), for the lines on stderr; the reply itself is not changed."""
+    legs = []
+    for p in result.get("providers") or []:
+        error = p.get("error")
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            p = {**p, "error": {**error, "message": one_shot_words(error["message"])}}
+        legs.append(p)
+    return {**result, "providers": legs}
 
 
 def _degraded(reason: dict[str, Any]) -> str:
@@ -462,6 +490,8 @@ async def _compose(cfg: Config, args: argparse.Namespace) -> int:
             sys.stdout.write("\n")
         sys.stderr.write(audit_summary(result) + "\n")
     roots = {p.id: cfg.roots_of(p.id) for p in cfg.provider}  # named when they drop frames
+    if args.connect is None:  # its providers end with it: a daemon's "run again" is moot
+        result = _one_shot(result)
     empty = no_evidence(result, roots)
     advice = warming_lines(result, connected=args.connect is not None, config=config_hint(cfg))
     failures = empty if empty is not None else leg_failures(result, roots=roots)

@@ -68,7 +68,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from hostd import __version__
-from hostd._hints import parked_restart
+from hostd._hints import not_run_again, parked_restart
 from hostd._log import get_logger
 from hostd.errors import (
     HostdError,
@@ -608,7 +608,7 @@ class ProviderPool:
                     cannot = slot.cannot_run
                     raise _unsent(
                         type(cannot)(
-                            f"{cannot.message} (not run again until providers/restart{when})",
+                            cannot.message + not_run_again(when),
                             **cannot.data,
                         )
                     )

@@ -18,6 +18,7 @@ from typing import Any, TypeGuard
 
 from hostd._citations import ranked_citations
 from hostd._hints import (
+    absorbed_words,
     budget_advice,
     dropped_words,
     refused_legs,
@@ -753,7 +754,7 @@ def structured_compose(result: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _why(report: dict[str, Any], excluded: Counter[str]) -> str:
+def _why(report: dict[str, Any], excluded: Counter[str], absorbed: Mapping[str, str]) -> str:
     """Why one provider's leg put nothing in the prompt, from its report and the
     exclusion reasons of its frames (hostd's own words and figures only)."""
     status = str(report.get("status"))
@@ -771,7 +772,11 @@ def _why(report: dict[str, Any], excluded: Counter[str]) -> str:
     offered = int(report.get("frames_offered") or 0)
     if not offered:
         return "ok, no frames matched"
-    reasons = ", ".join(f"{reason} x{n}" for reason, n in sorted(excluded.items()))
+    # Frames another provider's block took in name that block (``absorbed_words``).
+    reasons = ", ".join(
+        f"{reason} x{n}" + (f" {absorbed[reason]}" if reason in absorbed else "")
+        for reason, n in sorted(excluded.items())
+    )
     return f"ok, {offered} frames offered, none included" + (f" ({reasons})" if reasons else "")
 
 
@@ -791,8 +796,9 @@ def no_evidence(
             excluded.setdefault(pid, Counter())[str(entry.get("reason"))] += 1
     reports = result.get("providers") or []
     lines = [
-        f"- {p.get('provider_id')}: {_why(p, excluded.get(str(p.get('provider_id')), Counter()))}"
+        f"- {pid}: {_why(p, excluded.get(pid, Counter()), absorbed_words(result, pid))}"
         for p in reports
+        for pid in [str(p.get("provider_id"))]
     ]
     head = "hostd: no evidence for this goal [no_evidence]"
     advice = budget_advice(result)

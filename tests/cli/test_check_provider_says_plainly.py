@@ -308,15 +308,72 @@ def test_a_file_citation_digest_not_of_the_cited_lines_fails_the_query(tmp_path:
     assert not query["passed"] and query["rules"] == ["F5"], query
     fid = sorted(fid for fid, _title, _content in FACTS)[0]
     line = 1 + [f for f, _, _ in FACTS].index(fid)
+    # A command alone: which roots the daemon will give it is not known, so both outcomes.
     assert query["detail"].startswith(
-        f"the daemon drops frame {fid!r} (and 2 more frame(s)) (source_mismatch, F5): its file "
+        f"the daemon drops frame {fid!r} (and 2 more frame(s)) (source_mismatch, F5) under "
+        'trusted_roots (with none it keeps it unchecked, fenced verified="no"): its file '
         f"provenance digest is not the sha256 of file://{facts} L{line}-{line} as the file "
-        "holds it; the digest covers the cited lines' bytes in the file"
+        "holds it; the digest covers the cited lines' bytes in the file, each line with its "
+        "final LF (F17)"
     ), query["detail"]
+    # A provider in another language is pointed at the section that shows it, not at a
+    # Python helper alone.
+    assert "docs/providers.md#file-provenance" in query["detail"], query["detail"]
     # Cited right, the same provider passes; the file is only compared, never quoted.
     done, checks = _json("--", "python", SCRIPT, "file_cited", str(facts))
     assert checks["query"]["passed"], checks["query"]
     assert "The retry loop" not in done.stdout + done.stderr
+
+
+def _facts_config(tmp_path: Path, mode: str, roots: str) -> tuple[Path, Path]:
+    """A config whose ``facts`` provider cites its lines of ``facts.md`` (``mode``), with
+    ``roots`` (a ``trusted_roots`` line) or none, as README's ``[[provider]]`` has none."""
+    facts = tmp_path / "facts.md"
+    facts.write_text("".join(f"- {content}\n" for _, _, content in FACTS), encoding="utf-8")
+    config = tmp_path / "hostd.toml"
+    command = ["python", str(ROOT / SCRIPT), mode, str(facts)]
+    config.write_text(
+        f'[host]\nsocket = "{tmp_path}/s.sock"\nstate_dir = "{tmp_path}/state"\n\n'
+        f'[[provider]]\nid = "facts"\ncommand = {json.dumps(command)}\n{roots}',
+        encoding="utf-8",
+    )
+    return config, facts
+
+
+def test_a_wrong_file_digest_says_what_the_daemon_does_under_the_config(tmp_path: Path) -> None:
+    """With no trusted root the daemon keeps the frame unchecked (fenced): the row says
+    that, and how to have it checked; with one, that the daemon drops it."""
+    config, _ = _facts_config(tmp_path, "file_text_digest", "")
+    done, checks = _json("--config", str(config), "--provider", "facts")
+    assert done.returncode == 1
+    detail = checks["query"]["detail"]
+    assert detail.startswith("under this config the daemon keeps frame "), detail
+    assert (
+        'unchecked, fenced verified="no": [[provider]] facts has no trusted_roots, so the '
+        'file is never re-read (with trusted_roots = ["."] it drops the frame, '
+        "source_mismatch, F5)"
+    ) in detail, detail
+    config, _ = _facts_config(tmp_path, "file_text_digest", 'trusted_roots = ["."]\n')
+    done, checks = _json("--config", str(config), "--provider", "facts")
+    assert done.returncode == 1
+    assert checks["query"]["detail"].startswith("the daemon drops frame "), checks["query"]
+
+
+def test_a_right_file_digest_with_no_trusted_root_warns_it_goes_unchecked(
+    tmp_path: Path,
+) -> None:
+    config, _ = _facts_config(tmp_path, "file_cited", "")
+    done, checks = _json("--config", str(config), "--provider", "facts")
+    assert done.returncode == 0, done.stdout
+    query = checks["query"]
+    assert query["passed"] and query["warning"], query
+    assert (
+        "3 frame(s) cite a file that the daemon will not re-read: [[provider]] facts has no "
+        'trusted_roots, so they are fenced verified="no"'
+    ) in query["detail"], query
+    config, _ = _facts_config(tmp_path, "file_cited", 'trusted_roots = ["."]\n')
+    done, checks = _json("--config", str(config), "--provider", "facts")
+    assert done.returncode == 0 and not checks["query"]["warning"], checks["query"]
 
 
 # -- the wire as a hand-written provider gets it wrong ---------------------------------------

@@ -129,3 +129,80 @@ def test_compose_says_frames_whose_file_digest_did_not_match_were_dropped(
     # Offered, and dropped for what the provider sent: not outranked, not unchecked.
     assert "providers: facts=ok(0 of 3, 3 dropped);" in audit, audit
     assert "degraded: frames_unverified(facts: source_mismatch);" in audit, audit
+
+
+# -- a file citation of a provider with no trusted root: kept, never shown as checked -----
+
+
+def _facts_config(tmp_path: Path, mode: str, roots: str = "") -> tuple[Path, Path]:
+    """A config of the facts provider citing its lines of ``facts.md`` (``mode``), with
+    ``roots`` (a ``trusted_roots`` line) or none, as README's ``[[provider]]`` has."""
+    facts = tmp_path / "facts.md"
+    facts.write_text("".join(f"- {content}\n" for _, _, content in FACTS), encoding="utf-8")
+    command = ["python", str(ROOT / "tests/fixtures/facts_provider.py"), mode, str(facts)]
+    config = tmp_path / "hostd.toml"
+    config.write_text(
+        f'[host]\nsocket = "{tmp_path}/s.sock"\nstate_dir = "{tmp_path}/state"\n'
+        f'[[provider]]\nid = "facts"\ncommand = {json.dumps(command)}\ntimeout_ms = 60000\n'
+        + roots,
+        encoding="utf-8",
+    )
+    return config, facts
+
+
+def _compose_json(config: Path) -> dict[str, Any]:
+    done = run_hostd(
+        "--config", str(config), "compose", "how is the configuration loaded", "--json"
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+@pytest.mark.parametrize("mode", ["file_cited", "file_text_digest"])
+def test_a_file_citation_not_re_read_is_kept_fenced_as_unverified(
+    tmp_path: Path, mode: str
+) -> None:
+    """No trusted root: the file is never re-read, so a right digest and a wrong one are
+    alike unchecked; each frame is kept and fenced ``verified="no"``, never shown checked."""
+    config, _ = _facts_config(tmp_path, mode)
+    result = _compose_json(config)
+    included = [e for e in result["audit"]["entries"] if e["disposition"] == "included"]
+    assert len(included) == 3, result["audit"]
+    for entry in included:
+        assert entry["verification"] == {
+            "state": "unverifiable",
+            "reason": "no_trusted_root",
+            "content_checked": True,
+        }, entry
+    fences = [x for x in result["prompt"].splitlines() if x.startswith("<frame ")]
+    assert len(fences) == 3 and all(x.endswith(' verified="no">') for x in fences), fences
+
+
+def test_a_file_citation_re_read_under_trusted_roots_is_fenced_as_checked(
+    tmp_path: Path,
+) -> None:
+    config, _ = _facts_config(tmp_path, "file_cited", 'trusted_roots = ["."]\n')
+    result = _compose_json(config)
+    states = [e["verification"] for e in result["audit"]["entries"]]
+    assert states == [{"state": "source_verified"}] * 3, states
+    assert 'verified="no"' not in result["prompt"]
+
+
+# -- whose frames another provider's block took in -------------------------------------
+
+
+def test_compose_names_whose_frames_a_files_chunk_contained(tmp_path: Path) -> None:
+    """A provider citing lines of a project file that ``files`` also quotes loses its
+    frames to ``files``'s chunk (``contained_in``): the summary names whose, and which
+    block, so ``facts=ok(0 of 3)`` is explained without ``--json``."""
+    config, facts = _facts_config(tmp_path, "file_cited")
+    files = ["python", "-m", "providers.files", "--root", ".", "--no-cache", "--exclude", "*.toml"]
+    with config.open("a", encoding="utf-8") as f:
+        f.write(f'[[provider]]\nid = "files"\ncommand = {json.dumps(files)}\ncwd = "."\n')
+        f.write('trusted_roots = ["."]\ntimeout_ms = 60000\n')
+    done = run_hostd("--config", str(config), "compose", "how is the configuration loaded")
+    assert done.returncode == 0, done.stderr
+    (audit,) = [x for x in done.stderr.splitlines() if "audit: " in x]
+    assert "contained_in 3 (facts 3 in files facts.md L1-3)" in audit, audit
+    assert "facts=ok(0 of 3)" in audit, audit

@@ -177,8 +177,13 @@ async def test_roots_are_per_provider(src: Path) -> None:
     frame = _frame("a", "def a", path=src / "a.py")
     (src / "a.py").write_bytes(b"changed\n")
     result = await _turn(stage, [("p", frame)], None, session=None)
-    # p has no trusted root: its source is not re-read, the inline digest still is.
-    assert result.verification[FrameId.of("p", frame)] == {"state": "content_checked"}
+    # p has no trusted root: its source is not re-read (so its citation is not taken as
+    # checked: unverifiable, fenced so), the inline digest still is.
+    assert result.verification[FrameId.of("p", frame)] == {
+        "state": "unverifiable",
+        "reason": "no_trusted_root",
+        "content_checked": True,
+    }
 
 
 async def test_valid_held_frames_are_reused_and_render_identically(src: Path) -> None:

@@ -108,6 +108,29 @@ def test_a_leg_that_ended_warming_says_what_its_last_warm_up_note_said() -> None
     assert leg == (1.0, 1.0, "s: warming, loading its model, 0 frames")
 
 
+def test_no_evidence_names_the_block_another_providers_frames_went_into() -> None:
+    kept = {"provider_id": "files", "frame_id": "package.json#L23-34"}
+    entry = {"frame": {"provider_id": "scripts"}, "disposition": "excluded"}
+    result = {
+        "prompt": "",
+        "citations": [],
+        "audit": {
+            "entries": [
+                {**entry, "reason": "contained_in", "detail": {"kept": kept}},
+                {**entry, "reason": "contained_in", "detail": {"kept": kept}},
+                {"frame": kept, "disposition": "excluded", "reason": "over_budget"},
+            ]
+        },
+        "providers": [{"provider_id": "scripts", "status": "ok", "frames_offered": 2}],
+    }
+    text = no_evidence(result)
+    assert text is not None
+    assert (
+        "- scripts: ok, 2 frames offered, none included (contained_in x2 in files "
+        "package.json#L23-34)"
+    ) in text.splitlines(), text
+
+
 def test_no_evidence_names_each_provider_and_why() -> None:
     result = {
         "prompt": "",

@@ -456,7 +456,7 @@ def _check_provider(command: list[str], cwd: Path) -> list[dict[str, Any]]:
 
 
 def _node_provider(tmp_path: Path) -> Path:
-    (source,) = _blocks("js")
+    source, _provenance = _blocks("js")  # the provider, then file provenance
     path = tmp_path / "notes.js"
     path.write_text(source, encoding="utf-8")
     return path
@@ -561,3 +561,37 @@ def test_a_provider_answering_the_sections_replies_passes_check_provider(tmp_pat
     path.write_text(source, encoding="utf-8")
     names = {r.get("check") for r in _check_provider(["python", path.name], tmp_path)}
     assert {"handshake", "query", "verify honesty", "shutdown"} <= names
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="needs node")
+def test_the_node_file_provenance_digests_what_hostd_re_reads(tmp_path: Path) -> None:
+    """The section's Node.js ``fileProvenance`` gives the digest hostd's source check
+    compares (F5, F17): each line with its final LF, a CR kept, a last line without one,
+    bytes that are not ASCII, and a range past the end stopped there."""
+    from hostd.provider import file_provenance
+
+    _provider, source = _blocks("js")
+    path = tmp_path / "data.txt"
+    path.write_bytes("a\r\nb\u00e9\n\nlast line, no LF".encode())
+    ranges = [(1, 1), (2, 2), (3, 3), (4, 4), (1, 4), (2, 9)]
+    script = tmp_path / "provenance.js"
+    script.write_text(
+        source
+        + f"\nfor (const [a, b] of {json.dumps(ranges)}) "
+        + f"console.log(JSON.stringify(fileProvenance({json.dumps(str(path))}, a, b)));\n",
+        encoding="utf-8",
+    )
+    done = subprocess.run(
+        ["node", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD_S,  # a hang guard
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    data = path.read_bytes()
+    got = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [g["range"] for g in got] == [f"L{a}-{b}" for a, b in ranges]
+    for entry in got:
+        assert entry["uri"] == path.as_uri()
+        assert entry["digest"] == file_provenance(entry["uri"], data, entry["range"]).digest, entry

@@ -146,7 +146,8 @@ async def test_a_remote_providers_file_sources_are_not_re_read_under_host_roots(
     tmp_path: Path,
 ) -> None:
     """A remote path names the remote machine's file: the host's roots do not cover it, so
-    a local file at the same path that differs never excludes the frame."""
+    a local file at the same path that differs never excludes the frame (nor is the
+    frame's citation taken as checked)."""
     tls = make_tls(tmp_path)
     root = tmp_path / "repo"
     root.mkdir()
@@ -160,7 +161,8 @@ async def test_a_remote_providers_file_sources_are_not_re_read_under_host_roots(
             fan = await host.query_all(query(), 1000)
     assert [f.id for _, f in fan.accepted] == ["f:1"], fan.excluded
     state = next(iter(fan.verification.values()))
-    assert state["state"] == "content_checked", state
+    # Kept, its inline digest checked, but its citation not: fenced verified="no".
+    assert state == {"state": "unverifiable", "reason": "no_trusted_root", "content_checked": True}
 
 
 async def test_a_failed_remote_is_handshaken_again_after_its_backoff(tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ from ._rules import (
     judge_verdicts,
     settled_state,
     sourceless_states,
+    unrooted_states,
 )
 from ._source import SourceCheck
 from ._turn import StageResult, VerifyPlan, VerifyReply
@@ -191,6 +192,7 @@ def merge(checked: Checked, untrusted_for: Mapping[str, str], untrusted: str) ->
     verification: dict[FrameId, Mapping[str, Any]] = {}
     n_reused = checked.n_reused
     held_sourceless, fresh_sourceless = sourceless_states(True), sourceless_states(False)
+    held_unrooted, fresh_unrooted = unrooted_states(True), unrooted_states(False)
     items = zip(checked.items, checked.fids, checked.checks, strict=True)
     reoffered, answered = checked.reoffered, checked.answered
     not_offered = 0
@@ -201,7 +203,14 @@ def merge(checked: Checked, untrusted_for: Mapping[str, str], untrusted: str) ->
             continue
         reused = i < n_reused
         if source is None:
-            state = (held_sourceless if reused else fresh_sourceless).get(inline.outcome)
+            states = held_sourceless if reused else fresh_sourceless
+            for p in pair[1].provenance:  # a plain loop: no call per frame
+                if p.type == "file":
+                    # Its provider has no trusted root: the file it cites was not
+                    # re-read, so its state must not read as checked (F5): unverifiable.
+                    states = held_unrooted if reused else fresh_unrooted
+                    break
+            state = states.get(inline.outcome)
         else:
             state = settled_state(inline, source, reused)
         if state is None:

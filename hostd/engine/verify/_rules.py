@@ -28,7 +28,7 @@ from hostd.protocol import (
 )
 
 from ._reuse import HeldFrame
-from ._source import SourceCheck, SourceOutcome, Unverifiable
+from ._source import NOT_RE_READ, SourceCheck, SourceOutcome, Unverifiable
 
 __all__ = [
     "UNTRUSTED_CHOICES",
@@ -47,6 +47,7 @@ __all__ = [
     "quick_inline_check",
     "settled_state",
     "sourceless_states",
+    "unrooted_states",
 ]
 
 
@@ -281,6 +282,23 @@ _SOURCELESS = {
     reused: {o: st for (o, src, r), st in _SETTLED.items() if src is None and r == reused}
     for reused in (False, True)
 }
+
+
+_UNROOTED = {
+    reused: {
+        outcome: MappingProxyType(dict(state))
+        for outcome in (InlineOutcome.CHECKED, InlineOutcome.ABSENT, InlineOutcome.NO_CONTENT)
+        if (state := decide_frame(InlineCheck(outcome), NOT_RE_READ, reused=reused).state)
+    }
+    for reused in (False, True)
+}
+
+
+def unrooted_states(reused: bool) -> Mapping[InlineOutcome, Mapping[str, Any]]:
+    """``decide_frame``'s state for a frame citing a file its provider has no trusted
+    root to re-read it under (``NOT_RE_READ``), by its inline outcome, shared and
+    read-only (a mismatch is absent: ``decide_frame`` decides it)."""
+    return _UNROOTED[reused]
 
 
 def sourceless_states(reused: bool) -> Mapping[InlineOutcome, Mapping[str, Any]]:

@@ -32,6 +32,7 @@ from ._files import SourceCache, SourceFile
 
 __all__ = [
     "DEFAULT_MAX_SOURCE_BYTES",
+    "NOT_RE_READ",
     "SourceCheck",
     "SourceOutcome",
     "SourceReader",
@@ -54,6 +55,9 @@ class Unverifiable(StrEnum):
     #: The state's reason for a frame kept (``untrusted = "include"``) although its
     #: ``file`` provenance resolves outside every trusted root (``untrusted_path``).
     OUTSIDE_TRUSTED_ROOTS = "outside_trusted_roots"
+    #: A ``file`` provenance of a provider with no trusted root at all (its own or the
+    #: host's): its source is never re-read, so its digest is taken on trust.
+    NO_TRUSTED_ROOT = "no_trusted_root"
     UNREADABLE = "unreadable"
     NOT_A_FILE = "not_a_file"
     TOO_LARGE = "too_large"
@@ -76,6 +80,12 @@ class SourceCheck:
     outcome: SourceOutcome
     reason: str | None = None
     detail: Mapping[str, Any] = field(default_factory=dict)
+
+
+#: The source check of a frame that cites a file its provider has no root to re-read it
+#: under: unverifiable, so the frame is fenced ``verified="no"`` (its inline digest may
+#: hold, but the citation's does not get checked at all).
+NOT_RE_READ = SourceCheck(SourceOutcome.UNVERIFIABLE, Unverifiable.NO_TRUSTED_ROOT.value)
 
 
 def file_uri_path(uri: str | None) -> tuple[str | None, Unverifiable | None]:
