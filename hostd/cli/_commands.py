@@ -41,6 +41,7 @@ from ._common import (
     EXIT_OK,
     anchors_arg,
     asks_reranker,
+    config_source,
     connect_arg,
     csv_arg,
     duration,
@@ -52,7 +53,7 @@ from ._common import (
 )
 from ._consent import add_consent_command
 from ._outcome import (
-    config_hint,
+    config_option,
     dropped_frames,
     frames_cap_note,
     interpreter_advice,
@@ -493,7 +494,8 @@ async def _compose(cfg: Config, args: argparse.Namespace) -> int:
     if args.connect is None:  # its providers end with it: a daemon's "run again" is moot
         result = _one_shot(result)
     empty = no_evidence(result, roots)
-    advice = warming_lines(result, connected=args.connect is not None, config=config_hint(cfg))
+    hint = config_option(config_source(cfg, args))  # the user's file, loaded or not
+    advice = warming_lines(result, connected=args.connect is not None, config=hint)
     failures = empty if empty is not None else leg_failures(result, roots=roots)
     failures += interpreter_advice(
         cfg,
@@ -776,7 +778,8 @@ async def _mcp(cfg: Config, args: argparse.Namespace) -> int:
     from hostd.rpc import open_stdio, reserve_stdout
 
     wire = reserve_stdout()  # before any provider starts: only MCP messages reach stdout
-    config = None if cfg.source == "<defaults>" else cfg.source
+    source = config_source(cfg, args)
+    config = None if source == "<defaults>" else source
     where = None if args.connect is None else args.connect or str(cfg.socket_path)
     async with (
         _loading(_mcp_server, _sdk_loaded) as server,

@@ -32,7 +32,7 @@ from hostd._hints import (
     warming_state,
 )
 from hostd._printable import printable
-from hostd.errors import NoDaemon, did_you_mean
+from hostd.errors import ConfigError, NoDaemon, did_you_mean
 
 if TYPE_CHECKING:  # the models load with the config a command reads, not with --help
     from hostd.config import Config
@@ -47,6 +47,7 @@ __all__ = [
     "no_evidence",
     "policy_fallback",
     "unloaded_no_daemon",
+    "unloaded_start",
     "warming_lines",
 ]
 
@@ -54,7 +55,12 @@ __all__ = [
 def config_hint(cfg: Config) -> str:
     """`` --config FILE`` when the config is not the one ``hostd serve`` run here finds
     itself (discovery, ``hostd._discovery``)."""
-    source = cfg.source
+    return config_option(cfg.source)
+
+
+def config_option(source: str) -> str:
+    """`` --config FILE`` for the config file ``source`` (``config_hint``): none for the
+    one ``hostd serve`` run here finds itself, or for a config built in code."""
     if source == "<defaults>" or source == str(find_config().path):
         return ""
     return f" --config {source}"
@@ -67,6 +73,19 @@ def unloaded_no_daemon(socket: Path | str, why: str | None, error: str) -> str:
     return (
         f"no daemon at {socket} ({why or 'none answers'}): the daemon cannot be found "
         f"while the config has an error: {error}"
+    )
+
+
+def unloaded_start(socket: Path | str, why: str, error: ConfigError) -> str:
+    """No daemon at ``socket``, named on the command line, with a config that does not
+    load (``error``): a daemon is started from that file, once its error is fixed, so the
+    line names the file and the error; never the embedded default the command fell back
+    on to reach the socket, whose daemon would have no provider of the user's."""
+    file = error.data.get("file")
+    option = config_option(file) if isinstance(file, str) else ""
+    return (
+        f"no daemon at {socket} ({why}); start one with `hostd serve --socket {socket}"
+        f"{option}` once the config loads; fix its error first: {error.message}"
     )
 
 
