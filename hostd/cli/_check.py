@@ -338,7 +338,12 @@ def _check_remote(
         print_json([r.to_wire() for r in checked.results])
     else:
         header = render_remote_header(
-            spec, deadlines, goal=args.goal, budget=args.budget, query_text=args.query_text
+            spec,
+            deadlines,
+            goal=args.goal,
+            budget=args.budget,
+            query_text=args.query_text,
+            section=FLAGS if flags else None,  # named as the flags that gave them
         )
         sys.stdout.write(said + warned + header + render_table(checked.results))
     return EXIT_OK if all(r.passed for r in checked.results) else EXIT_FAILED

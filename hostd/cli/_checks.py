@@ -59,7 +59,7 @@ from urllib.parse import urlsplit
 
 import anyio
 
-from hostd._hints import NO_HANDSHAKE, no_remote_handshake
+from hostd._hints import FLAGS, NO_HANDSHAKE, key_named, no_remote_handshake
 from hostd.config import HostSettings, ProviderSettings, provider_command
 from hostd.engine import Launcher, LegAudit, PoolSettings, ProviderSpec, audit_leg
 from hostd.engine.verify import (
@@ -1369,24 +1369,34 @@ def render_remote_header(
     goal: str | None = None,
     budget: int | None = None,
     query_text: str | None = None,
+    section: str | None = None,
 ) -> str:
     """What was asked and against which deadline, before the table: the URL, how the
     daemon reaches it (its binding; where its credential comes from, named, never its
-    value, C8; the TLS files), and a call's deadline."""
+    value, C8; the TLS files), and a call's deadline. ``section`` ``FLAGS``: a provider
+    given by flags, whose options are named as the flags that gave them (``--ca-file
+    PATH``), as its rows' advice names them; else by the config's keys."""
     assert spec.url is not None
     parts = urlsplit(spec.url)
     scheme = parts.scheme.upper()
     # The query may hold a server's key: sent, never shown (C8), as in providers/list.
     hidden = " (its query not shown)" if parts.query else ""
-    where = TokenSource(spec.token_file, spec.token_env).named  # reads nothing
+    named = "" if section is None else section
+    where = TokenSource(spec.token_file, spec.token_env).named_in(named)  # reads nothing
     credential = "none" if where is None else f"the bearer token in {where} (never shown)"
+    # The config's bare keys (the header names the provider already), or the flags.
+    ca_file, client_cert = (
+        (key_named(FLAGS, "ca_file"), key_named(FLAGS, "client_cert"))
+        if section == FLAGS
+        else ("ca_file", "client_cert")
+    )
     if scheme != "HTTPS":
         trust = "no TLS: loopback only (C7)"
     elif spec.ca_file is not None:
-        trust = f"trusting ca_file {spec.ca_file}"
+        trust = f"trusting {ca_file} {spec.ca_file}"
     else:
         trust = "trusting the system's CAs"
-    mutual = f"; client_cert {spec.client_cert}" if spec.client_cert is not None else ""
+    mutual = f"; {client_cert} {spec.client_cert}" if spec.client_cert is not None else ""
     call = deadlines.call
     return (
         f"asked {shown_url(spec.url)}{hidden} over {scheme} ({spec.binding}), as the daemon "
