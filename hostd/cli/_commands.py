@@ -34,6 +34,7 @@ from hostd._hints import (
 )
 from hostd._log import INFO, WARNING
 from hostd._log import level as log_level
+from hostd._root_advice import config_dir
 from hostd.errors import HostdError
 
 from ._common import (
@@ -493,10 +494,11 @@ async def _compose(cfg: Config, args: argparse.Namespace) -> int:
     roots = {p.id: cfg.roots_of(p.id) for p in cfg.provider}  # named when they drop frames
     if args.connect is None:  # its providers end with it: a daemon's "run again" is moot
         result = _one_shot(result)
-    empty = no_evidence(result, roots)
+    base = config_dir(cfg.source)  # a root to add is written as the config reads it
+    empty = no_evidence(result, roots, base)
     hint = config_option(config_source(cfg, args))  # the user's file, loaded or not
     advice = warming_lines(result, connected=args.connect is not None, config=hint)
-    failures = empty if empty is not None else leg_failures(result, roots=roots)
+    failures = empty if empty is not None else leg_failures(result, roots=roots, base=base)
     failures += interpreter_advice(
         cfg,
         {
