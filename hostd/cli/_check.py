@@ -25,6 +25,7 @@ import anyio
 
 from hostd._defaults import HOST_START_TIMEOUT_S, PROVIDER_TIMEOUT_MS
 from hostd._hints import FLAGS
+from hostd._root_advice import config_dir
 
 from ._common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, print_json
 
@@ -179,12 +180,13 @@ def _check_provider(_cfg: None, args: argparse.Namespace) -> int:
     spec: ProviderSpec | None = None
     deadlines, said = Deadlines.of(timeout_s, start_asked=args.start_timeout_s), ""
     roots: list[Path] | None = None  # a command alone: which roots the daemon gives it is unknown
+    base: Path | None = None  # the config's directory, a relative root's base
     if args.provider is not None:
         found = _configured(args, timeout_s)
         if isinstance(found, str):
             sys.stderr.write(f"hostd check-provider: {found}\n")
             return EXIT_USAGE
-        spec, deadlines, said, roots = found
+        spec, deadlines, said, roots, base = found
     elif args.url is not None:
         remote = {key: getattr(args, key) for key in _REMOTE_FLAGS}
         spec = ProviderSpec("check", url=args.url, binding=args.binding or "jsonrpc", **remote)
@@ -199,7 +201,7 @@ def _check_provider(_cfg: None, args: argparse.Namespace) -> int:
     if spec is not None and spec.remote:
         status = _check_remote(spec, args, deadlines, said)
     else:
-        status = _check_command(given, spec, args, deadlines, said, roots)
+        status = _check_command(given, spec, args, deadlines, said, roots, base)
     flush_logs()
     return status
 
@@ -272,11 +274,12 @@ def _mcp_options(args: argparse.Namespace) -> dict[str, Any]:
 
 def _configured(
     args: argparse.Namespace, timeout_s: float | None
-) -> tuple[ProviderSpec, Deadlines, str, list[Path]] | str:
+) -> tuple[ProviderSpec, Deadlines, str, list[Path], Path | None] | str:
     """The provider ``--provider`` names in the config in use, the daemon's deadlines
     for it (``--timeout-ms`` wins over its ``timeout_ms``), the line saying where it
-    came from and the trusted roots its ``file`` sources are re-read under (none: never
-    re-read); or why it cannot be checked. A bad config raises ``ConfigError``."""
+    came from, the trusted roots its ``file`` sources are re-read under (none: never
+    re-read) and the config's directory (``hostd._root_advice.config_dir``); or why it cannot be
+    checked. A bad config raises ``ConfigError``."""
     from hostd.config import load_config
 
     from ._checks import Deadlines
@@ -301,7 +304,8 @@ def _configured(
         start_why=start_why,
         start_asked=args.start_timeout_s,
     )
-    return spec, deadlines, f"provider {spec.id} of {cfg.source}\n", cfg.roots_of(spec.id)
+    said = f"provider {spec.id} of {cfg.source}\n"
+    return spec, deadlines, said, cfg.roots_of(spec.id), config_dir(cfg.source)
 
 
 def _check_remote(
@@ -338,7 +342,12 @@ def _check_remote(
         print_json([r.to_wire() for r in checked.results])
     else:
         header = render_remote_header(
-            spec, deadlines, goal=args.goal, budget=args.budget, query_text=args.query_text
+            spec,
+            deadlines,
+            goal=args.goal,
+            budget=args.budget,
+            query_text=args.query_text,
+            section=FLAGS if flags else None,  # named as the flags that gave them
         )
         sys.stdout.write(said + warned + header + render_table(checked.results))
     return EXIT_OK if all(r.passed for r in checked.results) else EXIT_FAILED
@@ -351,9 +360,11 @@ def _check_command(
     deadlines: Deadlines,
     said: str,
     roots: Sequence[Path] | None = None,
+    base: Path | None = None,
 ) -> int:
     """Check the command after ``--``, or the configured one of ``spec`` (its binding,
-    options, cwd and env, and ``roots``: the trusted roots the config gives it)."""
+    options, cwd and env, ``roots``: the trusted roots the config gives it, and ``base``:
+    the config's directory)."""
     from ._checks import (
         Checked,
         check_provider,
@@ -411,6 +422,7 @@ def _check_command(
                 query_text=args.query_text,
                 configured=spec is not None,
                 roots=roots,
+                base=base,
             ),
             backend="asyncio",
         )

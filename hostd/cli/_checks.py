@@ -59,7 +59,8 @@ from urllib.parse import urlsplit
 
 import anyio
 
-from hostd._hints import NO_HANDSHAKE, no_remote_handshake
+from hostd._hints import FLAGS, NO_HANDSHAKE, key_named, no_remote_handshake
+from hostd._root_advice import cited_path, covering_roots, roots_toml
 from hostd.config import HostSettings, ProviderSettings, provider_command
 from hostd.engine import Launcher, LegAudit, PoolSettings, ProviderSpec, audit_leg
 from hostd.engine.verify import (
@@ -330,6 +331,7 @@ async def check_provider(
     query_text: str | None = None,
     configured: bool = False,
     roots: Sequence[str | os.PathLike[str]] | None = None,
+    base: Path | None = None,
 ) -> Checked:
     """Run every check against a fresh child running ``command`` as the daemon would run
     it; never raises for a bad peer. ``binding``: any registered binding (``ValueError``
@@ -343,7 +345,9 @@ async def check_provider(
     (what to change is said in the config's words, else in check-provider's flags);
     ``roots``: the trusted roots that config gives it (``cfg.roots_of``; empty: its
     ``file`` sources are never re-read), ``None`` when not known (a command alone): what
-    the daemon does with a frame citing a file depends on them."""
+    the daemon does with a frame citing a file depends on them; ``base``: that config's
+    directory, which a relative root is read against (a root suggested for the files it
+    cites is written relative to it when it holds them: ``hostd._root_advice``)."""
     row = find_binding(binding)
     ran = daemon_command(command, cwd)
     pid = provider_id or provider_name(command)
@@ -365,6 +369,7 @@ async def check_provider(
     driver = Driver(child, row.codec(pid), deadlines.call.seconds)
     run = _Run(driver, deadlines, pid, configured=configured, binding=binding)
     run.roots = None if roots is None else tuple(roots)
+    run.base = base
     checked = Checked(run.results, ran)
     async with anyio.create_task_group() as tg:
         child.start_pumps(tg)  # stderr drained (its tail kept), the exit watched
@@ -522,6 +527,8 @@ class _Run:
     configured: bool = False
     #: The trusted roots its config gives it (``check_provider``'s ``roots``).
     roots: tuple[str | os.PathLike[str], ...] | None = None
+    #: That config's directory (``check_provider``'s ``base``).
+    base: Path | None = None
     #: A JSON-RPC handshake got no reply, and the CGP envelope handshake was written after
     #: it (``Driver.probe_cgp``): ``_close`` says on the handshake row whether the
     #: provider answered that one.
@@ -740,7 +747,7 @@ async def _run_checks(run: _Run, goal: str, budget: int, query_text: str | None 
         fault = reply_fault(audit)
         if fault is None and run.local:
             fault = await anyio.to_thread.run_sync(
-                functools.partial(source_fault, audit.accepted, run.roots, run.pid)
+                functools.partial(source_fault, audit.accepted, run.roots, run.pid, run.base)
             )
         if fault is not None:
             raise Failed(*fault)
@@ -757,7 +764,7 @@ async def _run_checks(run: _Run, goal: str, budget: int, query_text: str | None 
         # Its honest cost against the budget it was asked for: the row judged that too (B1).
         cost = f"costing {audit.accepted_cost} of max_tokens {query.max_tokens}"
         detail = f"{audit.offered} valid frame(s) {cost} {took}; top: {_titles(audit.accepted)}"
-        unchecked = unchecked_citations(audit.accepted, run.roots, run.pid)
+        unchecked = unchecked_citations(audit.accepted, run.roots, run.pid, run.base)
         if unsaid:  # the daemon reads it as false; the schema requires it
             detail = f"{detail}; {_NO_TRUNCATED}"
         if unchecked is not None:
@@ -1043,15 +1050,17 @@ def source_fault(
     frames: Sequence[ContextFrame],
     roots: Sequence[str | os.PathLike[str]] | None = None,
     provider_id: str = "",
+    base: Path | None = None,
 ) -> tuple[str, tuple[str, ...]] | None:
     """A frame whose ``file`` provenance digest is not the sha256 of the lines it cites as
     the file on this machine holds them now (F5, F17), by the daemon's own source check;
     ``None`` when every such digest matches (or names no readable file). What the daemon
     does with it depends on the trusted roots (``roots``, its config's; ``None``: not
     known, a command alone): it drops such a frame (``source_mismatch``) under them;
-    with none it never re-reads the file and keeps the frame, fenced ``verified="no"``.
-    Still a failure: the citation is false whatever the config. Sync (it reads files):
-    run it in a worker thread."""
+    with none it never re-reads the file and keeps the frame, fenced ``verified="no"``
+    (the root that would have it checked is named: ``hostd._root_advice``, with the config's
+    directory ``base``). Still a failure: the citation is false whatever the config.
+    Sync (it reads files): run it in a worker thread."""
     reader = SourceReader([os.sep])  # the author's own files: only digests are compared
     bad = []
     for frame in frames:
@@ -1072,10 +1081,13 @@ def source_fault(
     elif roots:
         does = f"the daemon drops frame {_shown_id(fid)}{more} ({mismatch}, F5)"
     else:
+        # A root that holds the cited file: "." only when it is under the config's folder.
+        paths = [path for _, d in bad if (path := cited_path(d.get("uri"))) is not None]
+        root = roots_toml(covering_roots(paths, base) if paths else ["."])
         does = (
             f"under this config the daemon keeps frame {_shown_id(fid)}{more} unchecked, "
             f'fenced verified="no": [[provider]] {provider_id} has no trusted_roots, so '
-            f'the file is never re-read (with trusted_roots = ["."] it drops the frame, '
+            f"the file is never re-read (with trusted_roots = {root} it drops the frame, "
             f"{mismatch}, F5)"
         )
     return (
@@ -1088,19 +1100,30 @@ def source_fault(
 
 
 def unchecked_citations(
-    frames: Sequence[ContextFrame], roots: Sequence[str | os.PathLike[str]] | None, pid: str
+    frames: Sequence[ContextFrame],
+    roots: Sequence[str | os.PathLike[str]] | None,
+    pid: str,
+    base: Path | None = None,
 ) -> str | None:
     """What the query row warns of when the config gives the provider no trusted root
     (``roots`` empty) and some frame cites a file: the daemon keeps such frames without
-    re-reading the file, fenced ``verified="no"``; ``None`` otherwise."""
+    re-reading the file, fenced ``verified="no"``; with the roots that would hold the
+    files cited (``hostd._root_advice``: relative to the config's directory ``base`` when under it,
+    else absolute); ``None`` otherwise."""
     if roots is None or roots:
         return None
-    citing = sum(1 for f in frames if any(p.type == "file" for p in f.provenance))
+    citing = 0
+    cited: list[str] = []
+    for frame in frames:
+        files = [p for p in frame.provenance if p.type == "file"]
+        citing += bool(files)
+        cited.extend(path for p in files if (path := cited_path(p.uri)) is not None)
     if not citing:
         return None
+    root = roots_toml(covering_roots(cited, base) if cited else ["."])
     return (
         f"{citing} frame(s) cite a file that the daemon will not re-read: [[provider]] {pid} "
-        'has no trusted_roots, so they are fenced verified="no" (add trusted_roots = ["."] '
+        f'has no trusted_roots, so they are fenced verified="no" (add trusted_roots = {root} '
         "to have their digests checked)"
     )
 
@@ -1369,24 +1392,34 @@ def render_remote_header(
     goal: str | None = None,
     budget: int | None = None,
     query_text: str | None = None,
+    section: str | None = None,
 ) -> str:
     """What was asked and against which deadline, before the table: the URL, how the
     daemon reaches it (its binding; where its credential comes from, named, never its
-    value, C8; the TLS files), and a call's deadline."""
+    value, C8; the TLS files), and a call's deadline. ``section`` ``FLAGS``: a provider
+    given by flags, whose options are named as the flags that gave them (``--ca-file
+    PATH``), as its rows' advice names them; else by the config's keys."""
     assert spec.url is not None
     parts = urlsplit(spec.url)
     scheme = parts.scheme.upper()
     # The query may hold a server's key: sent, never shown (C8), as in providers/list.
     hidden = " (its query not shown)" if parts.query else ""
-    where = TokenSource(spec.token_file, spec.token_env).named  # reads nothing
+    named = "" if section is None else section
+    where = TokenSource(spec.token_file, spec.token_env).named_in(named)  # reads nothing
     credential = "none" if where is None else f"the bearer token in {where} (never shown)"
+    # The config's bare keys (the header names the provider already), or the flags.
+    ca_file, client_cert = (
+        (key_named(FLAGS, "ca_file"), key_named(FLAGS, "client_cert"))
+        if section == FLAGS
+        else ("ca_file", "client_cert")
+    )
     if scheme != "HTTPS":
         trust = "no TLS: loopback only (C7)"
     elif spec.ca_file is not None:
-        trust = f"trusting ca_file {spec.ca_file}"
+        trust = f"trusting {ca_file} {spec.ca_file}"
     else:
         trust = "trusting the system's CAs"
-    mutual = f"; client_cert {spec.client_cert}" if spec.client_cert is not None else ""
+    mutual = f"; {client_cert} {spec.client_cert}" if spec.client_cert is not None else ""
     call = deadlines.call
     return (
         f"asked {shown_url(spec.url)}{hidden} over {scheme} ({spec.binding}), as the daemon "

@@ -34,6 +34,7 @@ from hostd._hints import (
 )
 from hostd._log import INFO, WARNING
 from hostd._log import level as log_level
+from hostd._root_advice import config_dir
 from hostd.errors import HostdError
 
 from ._common import (
@@ -41,6 +42,7 @@ from ._common import (
     EXIT_OK,
     anchors_arg,
     asks_reranker,
+    config_source,
     connect_arg,
     csv_arg,
     duration,
@@ -52,7 +54,7 @@ from ._common import (
 )
 from ._consent import add_consent_command
 from ._outcome import (
-    config_hint,
+    config_option,
     dropped_frames,
     frames_cap_note,
     interpreter_advice,
@@ -492,9 +494,11 @@ async def _compose(cfg: Config, args: argparse.Namespace) -> int:
     roots = {p.id: cfg.roots_of(p.id) for p in cfg.provider}  # named when they drop frames
     if args.connect is None:  # its providers end with it: a daemon's "run again" is moot
         result = _one_shot(result)
-    empty = no_evidence(result, roots)
-    advice = warming_lines(result, connected=args.connect is not None, config=config_hint(cfg))
-    failures = empty if empty is not None else leg_failures(result, roots=roots)
+    base = config_dir(cfg.source)  # a root to add is written as the config reads it
+    empty = no_evidence(result, roots, base)
+    hint = config_option(config_source(cfg, args))  # the user's file, loaded or not
+    advice = warming_lines(result, connected=args.connect is not None, config=hint)
+    failures = empty if empty is not None else leg_failures(result, roots=roots, base=base)
     failures += interpreter_advice(
         cfg,
         {
@@ -776,7 +780,8 @@ async def _mcp(cfg: Config, args: argparse.Namespace) -> int:
     from hostd.rpc import open_stdio, reserve_stdout
 
     wire = reserve_stdout()  # before any provider starts: only MCP messages reach stdout
-    config = None if cfg.source == "<defaults>" else cfg.source
+    source = config_source(cfg, args)
+    config = None if source == "<defaults>" else source
     where = None if args.connect is None else args.connect or str(cfg.socket_path)
     async with (
         _loading(_mcp_server, _sdk_loaded) as server,

@@ -31,7 +31,7 @@ from hostd._hints import duration
 from hostd.errors import ConfigError, DaemonNotPermitted, HostdError, RpcError
 from hostd.protocol import CgpErrorCode, sha256_digest
 
-from ._outcome import NoDaemon, config_hint, unloaded_no_daemon
+from ._outcome import NoDaemon, config_hint, unloaded_no_daemon, unloaded_start
 
 if TYPE_CHECKING:  # the models load with the config a command reads, not with --help
     from hostd.config import Config
@@ -49,6 +49,7 @@ __all__ = [
     "UsageError",
     "anchors_arg",
     "connect_arg",
+    "config_source",
     "connect_client",
     "csv_arg",
     "duration",
@@ -133,11 +134,21 @@ def socket_only_note(error: ConfigError) -> str:
 
 
 def unloaded_error(args: argparse.Namespace) -> ConfigError | None:
-    """This config's error when it did not load and its socket was read raw from it
-    (``_main._config``): a daemon that answers there goes with its note
+    """This config's error when it did not load and its socket was read raw from it, or
+    named to a client command's ``--connect`` (``_main._config``): a daemon that answers
+    there goes with its note
     (``unloaded_note``); none there, and the line that says so names the error."""
     broken = getattr(args, "config_error", None)
     return broken[0] if broken is not None else None
+
+
+def config_source(cfg: Config, args: argparse.Namespace) -> str:
+    """The config file a hint's commands name (``--config FILE``): the user's, even when
+    it did not load and the embedded default stands in for it (``unloaded_error``: its
+    socket only), never the default's path, whose daemon has no provider of theirs."""
+    error = unloaded_error(args)
+    file = error.data.get("file") if error is not None else None
+    return file if isinstance(file, str) else cfg.source
 
 
 def unloaded_note(args: argparse.Namespace) -> str:
@@ -416,8 +427,9 @@ async def session(
     names, the only ones started up front (the others are not waited for); ``rerank``
     false (in-process): the command's request is not ranked by the reranker, which is
     then not started (``asks_reranker``). ``unloaded`` (``--connect``): the error of
-    a config whose socket was read raw (``unloaded_error``): no daemon there, and the
-    ``NoDaemon`` names it; the caller says its note once one answers."""
+    a config that did not load (``unloaded_error``): no daemon there, and the
+    ``NoDaemon`` names it (a socket named: as the file to fix, then serve from); the
+    caller says its note once one answers."""
     if connect is not None:
         tcp = tcp_address(connect) is not None
         path = Path(connect) if connect and not tcp else cfg.socket_path
@@ -436,7 +448,11 @@ async def session(
                     ) from exc
                 if unloaded is not None:  # the file is what to fix, not the default's
                     why = f"{exc.strerror or exc}{waited}"
-                    raise NoDaemon(unloaded_no_daemon(path, why, unloaded.message)) from exc
+                    raise NoDaemon(
+                        unloaded_start(path, why, unloaded)
+                        if connect  # a socket named: sure, unlike one read raw
+                        else unloaded_no_daemon(path, why, unloaded.message)
+                    ) from exc
                 start = _start_at(path, cfg) or f"start one with `hostd serve{config_hint(cfg)}`"
                 if not connect and not cfg.provider:  # this config's daemon: nothing to ask
                     start = cfg.no_providers()

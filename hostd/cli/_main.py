@@ -237,10 +237,12 @@ def _config(args: argparse.Namespace) -> Config:
     client command with ``--connect`` (``connected_socket_only``: compose, providers,
     mcp), need only the daemon's socket: a config that no longer loads (an edit under a
     running daemon) does not lock them out of it; they say why and use the socket named
-    (the file is moot then), else its ``host.socket``; the error is kept in
-    ``args.config_error`` for a ``NoDaemon`` to name (``_said``). Read raw, its note is
-    said only once a daemon answers (``_common.unloaded_note``): with none, the line of
-    the ``NoDaemon`` names the error, so it is said once. ``reload``
+    (the file is moot then), else its ``host.socket``. Read raw, or named to a client
+    command's ``--connect``, the error is kept in ``args.config_error`` for a
+    ``NoDaemon`` to name (``_said``, ``_common.session``: the file to fix before a
+    daemon starts from it) and its note is said only once a daemon answers
+    (``_common.unloaded_note``): with none, the line of the ``NoDaemon`` names the error,
+    so it is said once. ``reload``
     (``daemon_reads_config``) says no note at all: the daemon reads the file and its
     refusal names the error."""
     from hostd.config import DEFAULT_CONFIG_PATH, discover_socket, load_config
@@ -258,11 +260,16 @@ def _config(args: argparse.Namespace) -> Config:
         else:  # its one key, read raw (a file that is not TOML: its `socket =` line);
             # still a ConfigError when the file cannot be read at all
             socket = discover_socket(args.config)
+        # A client's socket, read raw or named: with no daemon there, the file is what a
+        # daemon would start from, so the NoDaemon names it and its error, never the
+        # embedded default's (a TCP address is another user's daemon: not this file's).
+        client = connected and not str(connect).startswith("tcp://")
+        if not named or client:
             args.config_error = (exc, socket)
-        # Said once. Read raw, the note waits for a daemon to answer (the command says
-        # it then: unloaded_note): with none, the NoDaemon's line names the error;
-        # reload's daemon names it itself.
-        if named and not getattr(args, "daemon_reads_config", False):
+        # Said once. Kept, the note waits for a daemon to answer (the command says it
+        # then: unloaded_note): with none, the NoDaemon's line names the error; reload's
+        # daemon names it itself.
+        elif not getattr(args, "daemon_reads_config", False):
             sys.stderr.write(socket_only_note(exc))
         base = load_config(DEFAULT_CONFIG_PATH)
         return base.model_copy(update={"host": base.host.model_copy(update={"socket": socket})})

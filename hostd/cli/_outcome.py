@@ -32,7 +32,8 @@ from hostd._hints import (
     warming_state,
 )
 from hostd._printable import printable
-from hostd.errors import NoDaemon, did_you_mean
+from hostd._root_advice import cited_path, covering_roots, roots_toml
+from hostd.errors import ConfigError, NoDaemon, did_you_mean
 
 if TYPE_CHECKING:  # the models load with the config a command reads, not with --help
     from hostd.config import Config
@@ -47,6 +48,7 @@ __all__ = [
     "no_evidence",
     "policy_fallback",
     "unloaded_no_daemon",
+    "unloaded_start",
     "warming_lines",
 ]
 
@@ -54,7 +56,12 @@ __all__ = [
 def config_hint(cfg: Config) -> str:
     """`` --config FILE`` when the config is not the one ``hostd serve`` run here finds
     itself (discovery, ``hostd._discovery``)."""
-    source = cfg.source
+    return config_option(cfg.source)
+
+
+def config_option(source: str) -> str:
+    """`` --config FILE`` for the config file ``source`` (``config_hint``): none for the
+    one ``hostd serve`` run here finds itself, or for a config built in code."""
     if source == "<defaults>" or source == str(find_config().path):
         return ""
     return f" --config {source}"
@@ -67,6 +74,19 @@ def unloaded_no_daemon(socket: Path | str, why: str | None, error: str) -> str:
     return (
         f"no daemon at {socket} ({why or 'none answers'}): the daemon cannot be found "
         f"while the config has an error: {error}"
+    )
+
+
+def unloaded_start(socket: Path | str, why: str, error: ConfigError) -> str:
+    """No daemon at ``socket``, named on the command line, with a config that does not
+    load (``error``): a daemon is started from that file, once its error is fixed, so the
+    line names the file and the error; never the embedded default the command fell back
+    on to reach the socket, whose daemon would have no provider of the user's."""
+    file = error.data.get("file")
+    option = config_option(file) if isinstance(file, str) else ""
+    return (
+        f"no daemon at {socket} ({why}); start one with `hostd serve --socket {socket}"
+        f"{option}` once the config loads; fix its error first: {error.message}"
     )
 
 
@@ -176,18 +196,21 @@ def _short_path(path: str) -> str:
     return path
 
 
-def _untrusted(result: dict[str, Any], pid: str, roots: Sequence[Path] | None) -> str:
+def _untrusted(
+    result: dict[str, Any], pid: str, roots: Sequence[Path] | None, base: Path | None = None
+) -> str:
     """Why ``pid``'s frames were dropped as ``untrusted_source``: the first file they
     cite and the trusted roots in force (``roots``; None when not known here, as for a
-    provider this config does not have), so a root that covers nothing is seen."""
-    uri = ""
-    for e in (result.get("audit") or {}).get("entries") or []:
-        if (
-            e.get("reason") == "untrusted_source"
-            and (e.get("frame") or {}).get("provider_id") == pid
-        ):
-            uri = str((e.get("detail") or {}).get("uri") or "")
-            break
+    provider this config does not have), so a root that covers nothing is seen; and a
+    root that holds the files they cite, to add (``hostd._root_advice``: relative to the config's
+    directory ``base`` when under it, else absolute)."""
+    uris = [
+        str((e.get("detail") or {}).get("uri") or "")
+        for e in (result.get("audit") or {}).get("entries") or []
+        if e.get("reason") == "untrusted_source"
+        and (e.get("frame") or {}).get("provider_id") == pid
+    ]
+    uri = uris[0] if uris else ""
     parts = urlsplit(uri)
     cited = _short_path(unquote(parts.path)) if parts.scheme == "file" else "the file"
     if not roots:
@@ -195,9 +218,15 @@ def _untrusted(result: dict[str, Any], pid: str, roots: Sequence[Path] | None) -
     named = ", ".join(_short_path(str(r)) for r in roots[:_ROOTS_NAMED])
     if len(roots) > _ROOTS_NAMED:
         named += f" and {len(roots) - _ROOTS_NAMED} more"
+    paths = [path for uri in uris if (path := cited_path(uri)) is not None]
+    add = (
+        f"add {roots_toml(covering_roots(paths, base))[1:-1]} to its trusted_roots"
+        if paths
+        else "add a root that holds it to trusted_roots"
+    )
     return (
-        f"{cited} is outside its trusted roots ({named}): add a root that holds it to "
-        'trusted_roots, or set untrusted = "include" to keep such frames unverified'
+        f"{cited} is outside its trusted roots ({named}): {add}, or set "
+        'untrusted = "include" to keep such frames unverified'
     )
 
 
@@ -241,12 +270,13 @@ def _dropped_line(
     p: dict[str, Any],
     reasons: dict[str, int],
     roots: Sequence[Path] | None,
+    base: Path | None = None,
 ) -> str:
     """``ID: ok, but N frame(s) dropped: reason n (why), …`` (``dropped_words``, as
     ``hostd mcp``'s text names a leg that lost them all)."""
     why = dict(_PROVIDER_FAULTS)
     if "untrusted_source" in reasons:
-        why["untrusted_source"] = _untrusted(result, str(p.get("provider_id")), roots)
+        why["untrusted_source"] = _untrusted(result, str(p.get("provider_id")), roots, base)
     if "invalid_frame" in reasons:
         why["invalid_frame"] = broken_rules(p)
     return f"  {p.get('provider_id')}: ok, but {dropped_words(reasons, why)}"
@@ -257,6 +287,7 @@ def leg_failures(
     *,
     dropped: bool = True,
     roots: Mapping[str, Sequence[Path]] | None = None,
+    base: Path | None = None,
 ) -> list[str]:
     """One line per provider leg that failed: its id, status and the error it gave (then
     what its process's stderr ended with, a line each, when it carries that, its lines
@@ -264,7 +295,8 @@ def leg_failures(
     ``ok`` leg that gave nothing with a reason (its ``note``); and with ``dropped``, per
     ``ok`` leg whose frames were dropped for what it sent (an invalid frame, a wrong
     digest, …): how many, and why (``roots``: each provider's trusted roots, named when
-    its sources were outside them)."""
+    its sources were outside them, with one to add that holds them; ``base``: the
+    config's directory, which such a root is written relative to when it holds it)."""
     lines = []
     faults = dropped_frames(result) if dropped else {}
     for p in result.get("providers") or []:
@@ -273,7 +305,7 @@ def leg_failures(
             lines.append(f"  {p.get('provider_id')}: ok: {p['note']}")
         elif status == "ok" and str(p.get("provider_id")) in faults:
             pid = str(p.get("provider_id"))
-            lines.append(_dropped_line(result, p, faults[pid], (roots or {}).get(pid)))
+            lines.append(_dropped_line(result, p, faults[pid], (roots or {}).get(pid), base))
         if status in ("ok", "skipped"):
             continue
         warming = warming_state(p)  # what it is doing, not the refusal it answered
@@ -306,10 +338,12 @@ def leg_failures(
 
 
 def no_evidence(
-    result: dict[str, Any], roots: Mapping[str, Sequence[Path]] | None = None
+    result: dict[str, Any],
+    roots: Mapping[str, Sequence[Path]] | None = None,
+    base: Path | None = None,
 ) -> list[str] | None:
     """Why the prompt is empty, a line per leg; ``None`` when it holds evidence
-    (``roots``: as ``leg_failures``)."""
+    (``roots``, ``base``: as ``leg_failures``)."""
     if (result.get("prompt") or "").strip():
         return None
     offered: dict[str, int] = {}
@@ -346,7 +380,7 @@ def no_evidence(
                 rules = broken_rules(p)
                 how += f" ({why}" + (f": {rules}" if rules else "") + ")"
                 if "untrusted_source" in each.get(pid, {}):
-                    how += f"; {_untrusted(result, pid, (roots or {}).get(pid))}"
+                    how += f"; {_untrusted(result, pid, (roots or {}).get(pid), base)}"
             lines.append(f"  {pid}: ok, {how}")
     return lines + leg_failures(result, dropped=False)  # its ok lines say why
 

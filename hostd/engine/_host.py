@@ -716,6 +716,10 @@ def _log_leg(report: LegReport) -> None:
             for v in report.violations
         ],
     }
+    if report.share_apart is not None:
+        # Why it was asked for its nominal share, not a part of the others' split; only
+        # when set, so the common leg's event is the bytes it always was.
+        fields["share_apart"] = report.share_apart
     if status is LegStatus.QUARANTINED:
         log.warning("provider.leg.quarantined", **fields)
     elif fault:

@@ -23,7 +23,7 @@ import orjson
 import pytest
 
 from hostd._hints import FLAGS, no_remote_handshake
-from hostd.cli._checks import Deadlines, check_remote_provider
+from hostd.cli._checks import Deadlines, check_remote_provider, render_remote_header
 from hostd.engine import ProviderSpec
 from tests.fixtures.cli import run_hostd
 from tests.fixtures.procs import ROOT, no_process_left_behind
@@ -134,12 +134,45 @@ def test_the_cgp_binding_reaches_it_too_and_the_table_names_the_credential_not_i
         "as the daemon asks a [[provider]] url"
     )
     assert "QSECRET" not in done.stdout + done.stderr
+    # Given by flags: named as the flags that gave them, as --help and the advice say.
     assert lines[1] == (
-        f"credential: the bearer token in token_file {remote.token_file} (never shown); "
-        f"trusting ca_file {remote.ca_file}"
+        f"credential: the bearer token in --token-file {remote.token_file} (never shown); "
+        f"trusting --ca-file {remote.ca_file}"
     )
     assert lines[-1] == "5/5 passed, 2 skipped"
     assert TOKEN not in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(
+    ("section", "credential"),
+    [
+        (
+            None,
+            "the bearer token in $TEAM_TOKEN (never shown); trusting ca_file /ca.pem; "
+            "client_cert /me.pem",
+        ),
+        (
+            FLAGS,
+            "the bearer token in --token-env TEAM_TOKEN (never shown); trusting --ca-file "
+            "/ca.pem; --client-cert /me.pem",
+        ),
+    ],
+)
+def test_the_header_names_a_remote_provider_s_options_as_they_were_given(
+    section: str | None, credential: str
+) -> None:
+    """A configured provider's options by its config's keys; one given by flags by the
+    flags (``--token-env NAME``, ``--ca-file PATH``), as ``--help`` spells them."""
+    spec = ProviderSpec(
+        "remote",
+        url="https://search.example/cgp",
+        token_env="TEAM_TOKEN",
+        ca_file="/ca.pem",
+        client_cert="/me.pem",
+        client_key="/me.key",
+    )
+    header = render_remote_header(spec, Deadlines.of(), section=section)
+    assert header.splitlines()[1] == f"credential: {credential}"
 
 
 def test_a_refused_token_fails_the_handshake_naming_its_flag_and_file_never_its_value(

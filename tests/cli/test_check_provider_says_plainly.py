@@ -376,6 +376,38 @@ def test_a_right_file_digest_with_no_trusted_root_warns_it_goes_unchecked(
     assert done.returncode == 0 and not checks["query"]["warning"], checks["query"]
 
 
+def test_a_file_outside_the_config_s_folder_is_advised_a_root_that_holds_it(
+    tmp_path: Path,
+) -> None:
+    """``trusted_roots = ["."]`` holds only what is under the config's directory: for a
+    file cited elsewhere the row names the folder that holds it, and copied, that root
+    has the frames checked (no warning left)."""
+    project, data = tmp_path / "project", tmp_path / "data"
+    project.mkdir()
+    data.mkdir()
+    config, _ = _facts_config(data, "file_cited", "")
+    moved = project / "hostd.toml"
+    moved.write_text(config.read_text(encoding="utf-8"), encoding="utf-8")
+    done, checks = _json("--config", str(moved), "--provider", "facts")
+    assert done.returncode == 0, done.stdout
+    assert (
+        f'(add trusted_roots = ["{data}"] to have their digests checked)'
+        in (checks["query"]["detail"])
+    ), checks["query"]
+    with moved.open("a", encoding="utf-8") as f:
+        f.write(f'trusted_roots = ["{data}"]\n')
+    done, checks = _json("--config", str(moved), "--provider", "facts")
+    assert done.returncode == 0 and not checks["query"]["warning"], checks["query"]
+    # A wrong digest likewise: the root that would have the daemon drop it.
+    config, _ = _facts_config(data, "file_text_digest", "")
+    moved.write_text(config.read_text(encoding="utf-8"), encoding="utf-8")
+    done, checks = _json("--config", str(moved), "--provider", "facts")
+    assert done.returncode == 1
+    assert (
+        f'(with trusted_roots = ["{data}"] it drops the frame, ' in (checks["query"]["detail"])
+    ), checks["query"]
+
+
 # -- the wire as a hand-written provider gets it wrong ---------------------------------------
 
 

@@ -313,6 +313,23 @@ def test_connect_without_a_daemon_names_the_socket_and_hostd_serve(
     assert done.returncode == 3 and "start one with `hostd serve" in done.stderr
 
 
+@pytest.mark.parametrize("command", [["compose", "x"], ["providers"]])
+def test_connect_to_a_named_socket_with_a_broken_config_names_that_config_to_fix(
+    tmp_path: Path, command: list[str]
+) -> None:
+    config = _config(tmp_path, "bogus_key = 1\n" + _healthy("alpha"))
+    other = tmp_path / "elsewhere.sock"
+    done = _hostd("--config", str(config), *command, "--connect", str(other), "--wait", "0")
+    assert done.returncode == 3, done.stderr
+    # One line: the error said once, with the file a daemon would start from once it
+    # is fixed; never the embedded default that stood in for it to reach the socket.
+    (line,) = _human(done.stderr)
+    assert line.startswith(f"hostd: no daemon at {other} ("), line
+    assert f"`hostd serve --socket {other} --config {config}` once the config loads" in line
+    assert f"fix its error first: {config}: host.bogus_key: unknown key" in line, line
+    assert "default.toml" not in line, line
+
+
 CONFIG_ERRORS = [
     ('[log]\nfile = "{tmp}"\n', "log.file"),
     ("[log]\nlevel = 3\n", "log.level"),

@@ -39,9 +39,30 @@ def test_a_dropped_frame_names_the_file_and_the_roots_in_force() -> None:
     (line,) = leg_failures(result, roots={"files": [Path("/srv/elsewhere")]})
     assert line == (
         "  files: ok, but 2 frame(s) dropped: untrusted_source 2 (/srv/docs/deploy notes.md "
-        "is outside its trusted roots (/srv/elsewhere): add a root that holds it to "
+        'is outside its trusted roots (/srv/elsewhere): add "/srv/docs" to its '
         'trusted_roots, or set untrusted = "include" to keep such frames unverified)'
     )
+
+
+def test_the_root_to_add_is_the_cited_files_project_relative_to_the_config_or_absolute(
+    tmp_path: Path,
+) -> None:
+    """A file under the config's directory is held by ``"."``; one elsewhere by its
+    project's directory (a repository's), else its own, absolute: the root named holds
+    every file cited, so copying it works."""
+    project, notes, repo = tmp_path / "project", tmp_path / "notes", tmp_path / "wiki"
+    (repo / ".git").mkdir(parents=True)
+    entries = [
+        _entry("files", "untrusted_source", f"file://{notes}/deploy.md"),
+        _entry("files", "untrusted_source", f"file://{project}/docs/guide.md"),
+        _entry("files", "untrusted_source", f"file://{repo}/pages/a/b.md"),
+        _entry("files", "untrusted_source", f"file://{notes}/sub/more.md"),
+    ]
+    (line,) = leg_failures(_result("x", *entries), roots={"files": [project / "src"]}, base=project)
+    assert f'add "{notes}", ".", "{repo}" to its trusted_roots' in line, line
+    # With no config's directory known, every root is absolute.
+    (line,) = leg_failures(_result("x", entries[1]), roots={"files": [project / "src"]})
+    assert f'add "{project}/docs" to its trusted_roots' in line, line
 
 
 def test_the_roots_named_are_bounded_and_shortened(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -102,7 +123,36 @@ def test_compose_names_the_root_that_covers_none_of_a_providers_files(tmp_path: 
     (line,) = [x for x in done.stderr.splitlines() if x.startswith("hostd:   files: ok")]
     # Each path may be cut in its middle when long: their ends are kept.
     assert "/docs/deploy.md is outside its trusted roots (" in line, line
-    assert "/elsewhere): add a root that holds it to trusted_roots" in line, line
+    # Under the config's directory: "." holds it.
+    assert '/elsewhere): add "." to its trusted_roots' in line, line
+
+
+def test_compose_names_a_root_outside_the_project_that_copied_keeps_the_frames(
+    tmp_path: Path,
+) -> None:
+    """A provider indexing a folder outside the config's directory: ``"."`` would not
+    hold its files, so the root named is that folder, absolute; with it added, its
+    frames are re-read and kept, checked."""
+    project, docs = tmp_path / "project", tmp_path / "docs"
+    project.mkdir()
+    docs.mkdir()
+    (docs / "deploy.md").write_text("# Deploy\n\nDeploys happen on Tuesdays.\n")
+    files = ["python", "-m", "providers.files", "--root", str(docs), "--no-cache"]
+    config = project / "hostd.toml"
+    head = (
+        f'[host]\nsocket = "{tmp_path}/s.sock"\nstate_dir = "{tmp_path}/state"\n'
+        f'[[provider]]\nid = "files"\ncommand = {json.dumps(files)}\ncwd = "{ROOT}"\n'
+        "timeout_ms = 60000\n"
+    )
+    config.write_text(head + 'trusted_roots = ["."]\n')
+    done = run_hostd("--config", str(config), "compose", "when are deploys")
+    assert done.returncode == 1, done.stderr  # every frame dropped: the prompt is empty
+    (line,) = [x for x in done.stderr.splitlines() if x.startswith("hostd:   files: ok")]
+    assert f'add "{docs}" to its trusted_roots' in line, line
+    config.write_text(head + f'trusted_roots = [".", "{docs}"]\n')
+    result = _compose_json(config, "when are deploys")
+    states = [e["verification"] for e in result["audit"]["entries"]]
+    assert states and all(s == {"state": "source_verified"} for s in states), states
 
 
 def test_compose_says_frames_whose_file_digest_did_not_match_were_dropped(
@@ -150,10 +200,8 @@ def _facts_config(tmp_path: Path, mode: str, roots: str = "") -> tuple[Path, Pat
     return config, facts
 
 
-def _compose_json(config: Path) -> dict[str, Any]:
-    done = run_hostd(
-        "--config", str(config), "compose", "how is the configuration loaded", "--json"
-    )
+def _compose_json(config: Path, goal: str = "how is the configuration loaded") -> dict[str, Any]:
+    done = run_hostd("--config", str(config), "compose", goal, "--json")
     assert done.returncode == 0, done.stderr
     result: dict[str, Any] = json.loads(done.stdout)
     return result

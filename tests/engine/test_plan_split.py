@@ -5,6 +5,7 @@ the split, so the others are asked for what it would have had."""
 
 from __future__ import annotations
 
+import logging
 from types import SimpleNamespace
 from typing import Any, cast
 
@@ -13,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hostd import _log
 from hostd.engine import (
     Expect,
     LegAction,
@@ -24,12 +26,13 @@ from hostd.engine import (
     plan_fan_out,
 )
 from hostd.engine._health import Health, RestartPolicy
-from hostd.engine._host import _expect_down, _view
+from hostd.engine._host import _expect_down, _log_leg, _view
 from hostd.engine._plan import asked_tokens
 from hostd.engine._pool import ProviderPool, Slot
 from hostd.errors import ProviderCrashed
 from hostd.protocol import ContextQuery
 from tests.engine.test_fanout_plan import Gate, live, spec
+from tests.fixtures.log_events import events
 
 QUERY = ContextQuery(goal="g", max_frames=10, max_tokens=0)
 
@@ -189,6 +192,40 @@ def test_the_report_says_why_a_share_was_apart_and_only_then() -> None:
     answered = LegReply("a", legs["a"].query, frames=[])
     fan = judge(plan, {"a": judge_leg(legs["a"], answered), "w": judge_leg(legs["w"], warming)})
     assert fan.shares == {"a": 400, "w": 200} and fan.asked == {"a": 400, "w": 400}
+
+
+def test_the_leg_s_log_event_says_why_a_share_was_apart_and_only_then(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An operator reading ``provider.leg`` sees why a provider was asked for its nominal
+    share; the common leg's event keeps the fields it always had."""
+    monkeypatch.setattr(_log.level, "at", logging.INFO)  # provider.leg is built at info
+    views = [view("a"), view("w", Expect.WARMING)]
+    plan = plan_fan_out(QUERY, 400, views, Gate(), now=0.0, overfetch=2.0)
+    legs = {leg.provider_id: leg for leg in plan.legs}
+    ok = judge_leg(legs["a"], LegReply("a", legs["a"].query, frames=[])).report
+    warm = judge_leg(legs["w"], LegReply("w", legs["w"].query, status=LegStatus.WARMING)).report
+    with events() as seen:
+        _log_leg(ok)
+        _log_leg(warm)
+    logged = {e["provider"]: e for e in seen.seen if e["event"] == "provider.leg"}
+    assert logged["w"]["share_apart"] == "warming"
+    assert list(logged["a"]) == [*_LEG_FIELDS, "event", "log_level"]
+
+
+#: The fields of ``provider.leg`` for a leg whose share was part of the split.
+_LEG_FIELDS = [
+    "provider",
+    "status",
+    "latency_ms",
+    "frames_offered",
+    "frames_accepted",
+    "max_tokens",
+    "error_code",
+    "message",
+    "stderr_tail",
+    "violations",
+]
 
 
 def test_a_plan_with_every_provider_expected_is_the_one_it_always_was() -> None:

@@ -108,6 +108,30 @@ async def test_a_broken_config_s_error_is_said_once_and_names_why_no_daemon_answ
     assert await daemon.stop() == 0
 
 
+async def test_a_broken_config_with_a_named_socket_names_that_config_to_fix(
+    workdir: Path, tmp_path: Path
+) -> None:
+    # The socket named outright, the config broken: no daemon there, so the tool error
+    # says to serve from the user's file once its error is fixed, never from the
+    # embedded default that stood in for it.
+    config = workdir / "hostd.toml"
+    config.write_text('[tcp]\ntokn_file = "t"\n', encoding="utf-8")
+    socket = workdir / "run" / "hostd.sock"
+    params = hostd_mcp(config, "--connect", str(socket), "--wait", "0")
+    errlog = tmp_path / "stderr"
+    with anyio.fail_after(180), errlog.open("w") as err:
+        async with stdio_client(params, errlog=err) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                down = await session.call_tool("compose_context", {"goal": "first"})
+    assert down.is_error is True and "no_daemon" in _text(down), _text(down)
+    assert f"`hostd serve --socket {socket} --config {config}` once" in _text(down)
+    assert "did you mean token_file?" in _text(down), _text(down)
+    assert "default.toml" not in _text(down), _text(down)
+    # Said in the tool's error while no daemon answers, not on stderr as well.
+    assert "tokn_file" not in errlog.read_text()
+
+
 async def test_a_daemon_found_down_costs_one_wait_per_change_at_its_socket(
     start_daemon: Any, workdir: Path, marker: str
 ) -> None:

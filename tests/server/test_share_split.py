@@ -65,6 +65,9 @@ async def test_while_a_provider_warms_the_others_are_asked_for_its_share(
         gate.touch()
         await daemon.logged("provider.ready", provider="w")
         ready = await client.query("g", budget=800)
+        # Its log says why, for an operator: on w's warming leg, never on the others'.
+        cold = await daemon.logged("provider.leg", provider="w", status="warming")
+        await daemon.logged("provider.leg", provider="w", status="ok")
     # While w warms, alpha and beta share the whole budget; w keeps its nominal share
     # (asked 532 of 800 in case it is ready within the wait) and is reported warming.
     assert _legs(warming) == {
@@ -80,4 +83,8 @@ async def test_while_a_provider_warms_the_others_are_asked_for_its_share(
         "w": ("ok", 266, 532, None),
     }
     assert _asked(ready, "alpha") == _asked(ready, "beta") == {"asked 534"}
+    assert cold["share_apart"] == "warming"
+    assert not [
+        e for e in daemon.events("provider.leg") if e["status"] == "ok" and "share_apart" in e
+    ]
     assert await daemon.stop() == 0

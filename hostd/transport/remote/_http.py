@@ -114,14 +114,7 @@ def _refusal_text(status: int, tokens: TokenSource, section: str) -> str:
     spells it). The server's body is never quoted. With none configured, the keys to
     set, named after ``section`` (``key_named``: the flags that give them for a provider
     given by flags)."""
-    where = tokens.named
-    if where is not None and section == FLAGS:
-        key, value = (
-            ("token_env", tokens.token_env)
-            if tokens.token_env is not None
-            else ("token_file", tokens.token_file)
-        )
-        where = f"{key_named(FLAGS, key)} {value}"
+    where = tokens.named_in(section)
     if where is None:
         env, file = (key_named(section, key) for key in ("token_env", "token_file"))
         if section == FLAGS:

@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from hostd._hints import FLAGS, key_named
 from hostd.errors import CredentialUnavailable
 from hostd.protocol import is_loopback_host
 
@@ -140,6 +141,18 @@ class TokenSource:
             return f"${self.token_env}"
         if self.token_file is not None:
             return f"token_file {self.token_file}"
+        return None
+
+    def named_in(self, section: str) -> str | None:
+        """``named``, or, for a provider given by flags (``section`` ``FLAGS``), by the
+        flag that gave it, as ``hostd check-provider --help`` spells it (``--token-file
+        PATH``, ``--token-env NAME``): the user who typed it fixes it there."""
+        if section != FLAGS:
+            return self.named
+        if self.token_env is not None:
+            return f"{key_named(FLAGS, 'token_env')} {self.token_env}"
+        if self.token_file is not None:
+            return f"{key_named(FLAGS, 'token_file')} {self.token_file}"
         return None
 
     @property
