@@ -31,6 +31,9 @@ def test_a_composed_prompt_names_each_frames_item_or_section(tmp_path: Path) -> 
         f'[host]\nsocket = "{tmp_path}/s.sock"\nstate_dir = "{tmp_path}/state"\n\n'
         f'[[provider]]\nid = "files"\ncommand = {json.dumps(words)}\ncwd = "{ROOT}"\n'
         "timeout_ms = 60000\n"  # generous: child start-up is slow on a loaded machine
+        # Its sources re-read, as `hostd init` writes it: the fences are a checked frame's
+        # (an unrooted one's end in verified="no").
+        f"trusted_roots = [{json.dumps(str(tree))}]\n"
     )
     done = run_hostd("--config", str(config), "compose", "wombat", "--budget", "4000", "--json")
     assert done.returncode == 0, done.stderr
