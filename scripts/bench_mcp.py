@@ -38,7 +38,9 @@ import orjson
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _serving import serving_daemon  # noqa: E402  (after sys.path)
 from mcp import ClientSession, StdioServerParameters  # noqa: E402  (after sys.path)
 from mcp.client.stdio import stdio_client  # noqa: E402
 
@@ -143,39 +145,18 @@ async def _paired(
 
 
 async def _connect_mode(config: Path, workdir: Path, rounds: int) -> dict[str, Any]:
-    daemon = await anyio.open_process(
-        [sys.executable, "-m", "hostd", "--config", str(config), "--log-level", "info", "serve"],
-        cwd=ROOT,
-        env=_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    serving = anyio.Event()
-
-    async def drain() -> None:  # the daemon's JSON log: wait for host.serving, then discard
-        assert daemon.stderr is not None
-        tail = b""
-        async for chunk in daemon.stderr:
-            if b'"host.serving"' in tail + chunk:
-                serving.set()
-            tail = chunk[-64:]
-
     socket = workdir / "run" / "hostd.sock"
-    async with daemon, anyio.create_task_group() as tg:
-        tg.start_soon(drain)
-        with anyio.fail_after(60):
-            await serving.wait()
-        async with connect(socket) as client, _mcp(config, "--connect", str(socket)) as mcp:
+    async with (
+        serving_daemon(config, ROOT, env=_env(), guard_s=60),
+        connect(socket) as client,
+        _mcp(config, "--connect", str(socket)) as mcp,
+    ):
 
-            async def api() -> Any:
-                # compose_context returns no evidence: this side asks for none either.
-                return await client.compose(GOAL, include_content=False)
+        async def api() -> Any:
+            # compose_context returns no evidence: this side asks for none either.
+            return await client.compose(GOAL, include_content=False)
 
-            figures = await _paired(api, mcp, rounds)
-        daemon.terminate()
-        await daemon.wait()
-        tg.cancel_scope.cancel()
-    return figures
+        return await _paired(api, mcp, rounds)
 
 
 async def _local_mode(config: Path, rounds: int) -> dict[str, Any]:

@@ -30,11 +30,9 @@ import argparse
 import contextlib
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +40,9 @@ import anyio
 import orjson
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _serving import serving_daemon  # noqa: E402 - after the path set-up
 
 ROOT = Path(__file__).resolve().parent.parent
 GOAL = "how does hostd mcp report a provider that is still warming up"
@@ -92,38 +93,6 @@ async def _run(checkout: Path, config: Path, *, connect: bool = False) -> dict[s
     }
 
 
-@contextlib.asynccontextmanager
-async def _daemon(config: Path) -> AsyncIterator[None]:
-    """This checkout's ``hostd serve`` on ``config``, serving (``host.serving`` logged)."""
-    daemon = await anyio.open_process(
-        [sys.executable, "-m", "hostd", "--config", str(config), "--log-level", "info", "serve"],
-        cwd=ROOT,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    serving = anyio.Event()
-
-    async def drain() -> None:  # the daemon's JSON log: wait for host.serving, then discard
-        assert daemon.stderr is not None
-        tail = b""
-        async for chunk in daemon.stderr:
-            if b'"host.serving"' in tail + chunk:
-                serving.set()
-            tail = chunk[-64:]
-
-    async with daemon, anyio.create_task_group() as tg:
-        tg.start_soon(drain)
-        with anyio.fail_after(120):
-            await serving.wait()
-        try:
-            yield
-        finally:
-            daemon.terminate()
-            await daemon.wait()
-            tg.cancel_scope.cancel()
-
-
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("base", type=Path, help="the other checkout (before)")
@@ -142,7 +111,7 @@ async def main() -> None:
         async with contextlib.AsyncExitStack() as stack:
             if args.connect:  # one daemon, both sides its clients
                 configs["before"] = configs["after"]
-                await stack.enter_async_context(_daemon(configs["after"]))
+                await stack.enter_async_context(serving_daemon(configs["after"], ROOT))
             for name, checkout in sides.items():  # untimed: the index cached, files read once
                 await _run(checkout, configs[name], connect=args.connect)
             for i in range(args.runs):

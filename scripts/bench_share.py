@@ -21,12 +21,8 @@ share, ask and included frames.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
-import subprocess
 import sys
 import tempfile
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +31,9 @@ import orjson
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _serving import serving_daemon  # noqa: E402 - after the path set-up
 
 from hostd.client import connect  # noqa: E402 - after this checkout is put first
 
@@ -69,38 +68,6 @@ def _config(workdir: Path, checkout: Path, corpus: Path) -> Path:
     return path
 
 
-@contextlib.asynccontextmanager
-async def _daemon(checkout: Path, config: Path) -> AsyncIterator[None]:
-    """``checkout``'s ``hostd serve`` on ``config``, serving (``host.serving`` logged)."""
-    daemon = await anyio.open_process(
-        [sys.executable, "-m", "hostd", "--config", str(config), "--log-level", "info", "serve"],
-        cwd=checkout,
-        env=dict(os.environ, PYTHONPATH=str(checkout)),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    serving = anyio.Event()
-
-    async def drain() -> None:
-        assert daemon.stderr is not None
-        tail = b""
-        async for chunk in daemon.stderr:
-            if b'"host.serving"' in tail + chunk:
-                serving.set()
-            tail = chunk[-64:]
-
-    async with daemon, anyio.create_task_group() as tg:
-        tg.start_soon(drain)
-        with anyio.fail_after(120):
-            await serving.wait()
-        try:
-            yield
-        finally:
-            daemon.terminate()
-            await daemon.wait()
-            tg.cancel_scope.cancel()
-
-
 def _figures(result: Any) -> dict[str, Any]:
     audit = result.audit
     included: dict[str, int] = {}
@@ -127,7 +94,7 @@ async def _state(client: Any, pid: str) -> str:
 async def _side(checkout: Path, workdir: Path, budgets: list[int], corpus: Path) -> dict[str, Any]:
     config = _config(workdir, checkout, corpus)
     out: dict[str, Any] = {}
-    async with _daemon(checkout, config):
+    async with serving_daemon(config, checkout):
         async with connect(workdir / "run" / "hostd.sock") as client:
             # Every provider but the warming one up and ready (no timeout: their starts are
             # waited for), the warming one handshaken and warming.
