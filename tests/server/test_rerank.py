@@ -135,14 +135,18 @@ async def test_a_broken_reranker_costs_only_its_order(
         assert (record["fallback"], record["reason"]) == ("round_robin", reason)
         assert record["order"] == [] and record["candidates"] == 8 and result.citations
         assert _ranked(result) == shown  # all by the fallback
-        # A reranker whose stream broke is started afresh for the next composition.
+        # A reranker whose stream broke is started afresh for the next composition: each
+        # turn met one started since the last break. Once its backoff has passed the
+        # daemon may start the next one on its own, with no request (as a provider's),
+        # so one more start may already be there however fast the test reads.
         broken = mode != "shape"
-        assert len(starts.read_text().splitlines()) == (turn if broken else 1)
+        started = len(starts.read_text().splitlines())
+        assert turn <= started <= turn + 1 if broken else started == 1
     assert daemon.events("rerank.failed")[0]["reason"] == reason
     async with connect(daemon.socket) as client:
         health = (await client.call("host/status"))["reranker"]["health"]
     if broken:  # each break a failure, with its backoff, as a provider's crash
-        assert (health["starts"], health["consecutive_failures"]) == (2, 2)
+        assert health["starts"] in (2, 3) and health["consecutive_failures"] == 2
     else:  # a wrong answer is an error leg of a reranker that stays up
         assert (health["starts"], health["errors"]) == (1, 2)
     assert await daemon.stop() == 0
