@@ -364,9 +364,15 @@ def _leg(
     leg_query = (
         query if asked == query.max_tokens else query.model_copy(update={"max_tokens": asked})
     )
-    if missing is None or view.capabilities is None:
-        # Consent is judged once after its handshake, by ``gate`` (its leg's or its verify's).
-        action = LegAction.SKIP if asked <= 0 else LegAction.START
+    # A live provider's consent was decided once, by ``_missing`` (its verify reads it
+    # too); any other's is judged after its handshake, by ``gate`` (its leg's or its
+    # verify's).
+    if missing is None or view.capabilities is None or asked <= 0 or missing:
+        judged = missing is not None and view.capabilities is not None
+        if asked <= 0:
+            action = LegAction.SKIP
+        else:
+            action = LegAction.NO_CONSENT if judged else LegAction.START
         return LegPlan(
             spec.id,
             action,
@@ -375,23 +381,9 @@ def _leg(
             limit,
             deadline,
             leg_query,
+            missing_scopes=missing or (),
             wait_ready=wait_ready,
-            apart=apart,
-        )
-    # Consent is decided here, once, for every live provider (its verify reads it too).
-    if asked <= 0 or missing:
-        action = LegAction.SKIP if asked <= 0 else LegAction.NO_CONSENT
-        return LegPlan(
-            spec.id,
-            action,
-            share,
-            asked,
-            limit,
-            deadline,
-            leg_query,
-            missing_scopes=missing,
-            wait_ready=wait_ready,
-            judged=True,
+            judged=judged,
             apart=apart,
         )
     # ``gate``'s second step (its consent decided above): P5.
